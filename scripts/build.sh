@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds ferry into build/ (or $FERRY_BUILD_DIR). Extra arguments go to cmake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${FERRY_BUILD_DIR:-build}
+pybind_dir=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
+args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${FERRY_BUILD_TYPE:-Release})
+[ -n "$pybind_dir" ] && args+=(-Dpybind11_DIR="$pybind_dir")
+cmake "${args[@]}" "$@" >/dev/null
+cmake --build "$build" -j "$(nproc)"

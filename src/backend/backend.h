@@ -1,0 +1,114 @@
+// The narrow interface between ferry and a device: allocate, copy asynchronously, run an op,
+// record and wait on events, synchronize. Streams are in-order queues; work on different streams
+// runs concurrently unless ordered by events. The CPU backend implements streams as worker
+// threads, so stream-ordering bugs show up on machines without a GPU.
+//
+// No CUDA header may be included from here: CPU-only code sees only this file.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "backend/ops.h"
+#include "core/status.h"
+
+namespace ferry {
+
+class Backend;
+
+// An in-order queue of device work.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+
+// A marker in a stream; waiting on it orders later work after everything before the record.
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+// Device memory, owned, move-only. Freed through the backend that allocated it.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  void reset();
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct DeviceInfo {
+  std::string name;          // "cpu (2 threads)", "NVIDIA H200"
+  size_t total_bytes = 0;    // device memory the backend can see
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  virtual DeviceInfo info() const = 0;
+
+  // Device memory, 256-byte aligned. Fails with out_of_memory, never aborts.
+  virtual Result<DeviceBuffer> allocate(size_t bytes) = 0;
+
+  virtual std::unique_ptr<Stream> create_stream() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+
+  // Asynchronous copies, ordered in `stream`. Host memory must stay valid and unchanged until
+  // the copy has completed (an event recorded after it fired, or the stream synchronized).
+  virtual void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero(Stream& stream, void* dst, size_t bytes) = 0;
+
+  // Validates the op (ops.h), then enqueues it. An invalid op is returned as an error and
+  // nothing is enqueued.
+  virtual Status run(Stream& stream, const Op& op) = 0;
+
+  virtual void record(Event& event, Stream& stream) = 0;
+  // Later work on `stream` waits until `event`'s recorded point has completed.
+  virtual void wait(Stream& stream, Event& event) = 0;
+  // Blocks until everything enqueued on `stream` has completed; reports asynchronous errors.
+  virtual Status synchronize(Stream& stream) = 0;
+  // Blocks until the event has completed.
+  virtual Status synchronize(Event& event) = 0;
+
+ protected:
+  friend class DeviceBuffer;
+  virtual void free(void* data, size_t bytes) = 0;
+};
+
+// Backends by kind. The CPU backend is always there; the CUDA one exists when the binary links
+// ferry_cuda and calls register_backend (the CLI's main does, under FERRY_HAVE_CUDA), so that
+// ferry_core never depends on CUDA.
+enum class BackendKind { cpu, cuda };
+std::string_view backend_kind_name(BackendKind kind);
+std::optional<BackendKind> parse_backend_kind(std::string_view name);
+
+struct BackendFactory {
+  bool (*available)() = nullptr;  // e.g. a CUDA device is present
+  Result<std::unique_ptr<Backend>> (*create)() = nullptr;
+};
+void register_backend(BackendKind kind, BackendFactory factory);
+bool backend_available(BackendKind kind);
+Result<std::unique_ptr<Backend>> create_backend(BackendKind kind);
+// cuda when registered and available, otherwise cpu.
+BackendKind default_backend_kind();
+
+}  // namespace ferry

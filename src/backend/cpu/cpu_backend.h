@@ -1,0 +1,20 @@
+// The CPU backend: the reference every other backend is diff-tested against.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace ferry {
+
+struct CpuBackendOptions {
+  int threads = 0;  // worker threads for ops; 0 = hardware concurrency
+  // Test hook: each enqueued item sleeps a random 0..max_delay_us first (seeded), so stream and
+  // event ordering is exercised under random timing. 0 = off.
+  int max_delay_us = 0;
+  uint64_t delay_seed = 1;
+};
+
+std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options = {});
+
+}  // namespace ferry

@@ -1,0 +1,74 @@
+// Weight groups: the unit of residency and of one transfer (a transformer block, an embedding,
+// a merger, a head). Each architecture binds every checkpoint tensor to a group through one
+// table (model/arch_*.cpp); the group lays its tensors out flat at 256-byte aligned offsets, the
+// same offsets in a streaming slot and in the resident region, so a result never depends on
+// where a group lives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace ferry {
+
+inline constexpr uint64_t kGroupAlignment = 256;
+
+enum class GroupKind {
+  embedding,      // token embedding
+  vision_patch,   // patch embed + position table
+  vision_block,   // one ViT block
+  vision_merger,  // final merger or a deepstack merger
+  decoder_layer,  // one LM decoder layer
+  lm_head,        // final norm + LM head
+  expert_in,      // action_in_proj
+  expert_layer,   // one action-expert decoder layer
+  expert_out,     // expert final norm + action_out_proj
+};
+const char* group_kind_name(GroupKind k);
+
+struct WeightSpec {
+  std::string checkpoint_name;  // "vlm.model.language_model.layers.3.self_attn.q_proj.weight"
+  std::string local_name;       // "q_proj" (unique inside the group)
+  DType dtype = DType::bf16;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  // inside the group, kGroupAlignment-aligned
+  uint64_t bytes = 0;
+};
+
+struct WeightGroup {
+  std::string name;  // "text.layers.3", "vision.blocks.0", "lm_head"
+  GroupKind kind = GroupKind::decoder_layer;
+  int layer = -1;    // block index for per-layer groups
+  std::vector<WeightSpec> tensors;
+  uint64_t bytes = 0;  // total, padded
+
+  const WeightSpec* find(std::string_view local_name) const;
+  // A 2-D view of a tensor in a group whose bytes start at `base`. 1-D tensors are [1, n];
+  // higher-rank ones are flattened to [shape[0], rest] (a conv kernel to [out, in·k·k·k]).
+  TensorView view(void* base, std::string_view local_name) const;
+};
+
+// Every weight group of a model, in execution order, with the checkpoint names bound.
+struct ModelWeights {
+  std::vector<WeightGroup> groups;
+
+  uint64_t total_bytes() const;
+  const WeightGroup* find(std::string_view group_name) const;
+};
+
+// The architecture's name table: every tensor the model needs, grouped, laid out.
+Result<ModelWeights> describe_weights(const ModelConfig& config);
+
+class Checkpoint;
+// Checks that every tensor the table names is in the checkpoint with the expected dtype and
+// shape ("tensor X: expected BF16 [4096, 4096], got BF16 [4096, 1024]"), and that the checkpoint
+// has no tensor the table does not name.
+Status bind_checkpoint(const ModelWeights& weights, const Checkpoint& checkpoint);
+
+}  // namespace ferry
