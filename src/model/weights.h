@@ -44,7 +44,7 @@ struct WeightSpec {
 struct WeightGroup {
   std::string name;  // "text.layers.3", "vision.blocks.0", "lm_head"
   GroupKind kind = GroupKind::decoder_layer;
-  int layer = -1;    // block index for per-layer groups
+  int layer = -1;  // block index for per-layer groups
   std::vector<WeightSpec> tensors;
   uint64_t bytes = 0;  // total, padded
 
