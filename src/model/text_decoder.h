@@ -62,6 +62,7 @@ class TextDecoder {
   int64_t step_tokens() const { return step_tokens_; }
   int64_t step_pos0() const { return step_pos0_; }
   const TextConfig& config() const { return config_; }
+  Backend& backend() const { return *backend_; }
 
  private:
   TextDecoder() = default;
