@@ -78,11 +78,25 @@ struct Mapping {
   }
 };
 
+// Asks the kernel to fault in a tensor's pages writable in one call (Linux >= 5.14), instead of
+// one page fault per 4 KiB during fill. Best effort: older kernels just fault on first touch.
+void prefault(std::byte* map_base, std::byte* begin, uint64_t size) {
+#ifdef MADV_POPULATE_WRITE
+  if (size == 0) return;
+  static const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = static_cast<uint64_t>(begin - map_base) / page * page;
+  const uint64_t last = static_cast<uint64_t>(begin - map_base) + size;
+  (void)::madvise(map_base + first, static_cast<size_t>(last - first), MADV_POPULATE_WRITE);
+#else
+  (void)map_base, (void)begin, (void)size;
+#endif
+}
+
 // Runs every fill into its span with up to hardware_concurrency threads (largest first, so one
 // big embedding does not start last). Exceptions from fill come back as an error.
-Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* data,
-                     const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes,
-                     const std::string& path) {
+Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_base,
+                     std::byte* data, const std::vector<uint64_t>& offsets,
+                     const std::vector<uint64_t>& sizes, const std::string& path) {
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -93,6 +107,7 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* data,
   auto work = [&] {
     for (size_t k = next++; k < order.size() && !failed; k = next++) {
       const size_t i = order[k];
+      prefault(map_base, data + offsets[i], sizes[i]);
       try {
         tensors[i].fill(std::span<std::byte>(data + offsets[i], static_cast<size_t>(sizes[i])));
       } catch (const std::exception& e) {
@@ -163,7 +178,7 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
     auto* bytes = static_cast<std::byte*>(map.data);
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xFF);
     std::memcpy(bytes + 8, text.data(), text.size());
-    FERRY_RETURN_IF_ERROR(parallel_fill(tensors, bytes + data_start, offsets, sizes, path));
+    FERRY_RETURN_IF_ERROR(parallel_fill(tensors, bytes, bytes + data_start, offsets, sizes, path));
   }
   if (::close(std::exchange(tmp.fd, -1)) != 0) return io_error(tmp.path, "cannot close", errno);
   if (::rename(tmp.path.c_str(), path.c_str()) != 0)
