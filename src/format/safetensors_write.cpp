@@ -12,6 +12,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <regex>
 #include <set>
 #include <thread>
 #include <utility>
@@ -127,6 +128,25 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_b
   return {};
 }
 
+// A checkpoint of an earlier write in the same folder (model.safetensors, an index, shards
+// model-NNNNN-of-NNNNN.safetensors) that the new one does not overwrite would be found by a
+// loader: remove those, as transformers' save_pretrained does. Other files are left alone.
+Status remove_stale_outputs(const std::string& dir, const std::set<std::string>& keep) {
+  static const std::regex shard(R"(model-[0-9]{5}-of-[0-9]{5}\.safetensors)");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool ours = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                      std::regex_match(name, shard);
+    if (!ours || keep.count(name)) continue;
+    if (!fs::remove(e.path(), ec) || ec)
+      return make_error(ErrorCode::io, e.path().string() + ": cannot remove stale file: " +
+                                           (ec ? ec.message() : std::string("not removed")));
+  }
+  if (ec) return make_error(ErrorCode::io, dir + ": cannot list: " + ec.message());
+  return {};
+}
+
 }  // namespace
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
@@ -209,17 +229,19 @@ Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>
     total += n;
   }
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path single_path = fs::path(dir) / "model.safetensors";
   if (shards.size() <= 1) {
-    // A stale index would take precedence over the file written now.
-    fs::remove(index_path, ec);
-    return write_safetensors((fs::path(dir) / "model.safetensors").string(),
-                             shards.empty() ? std::vector<TensorToWrite>{} : shards[0], metadata);
+    FERRY_RETURN_IF_ERROR(write_safetensors(
+        single_path.string(), shards.empty() ? std::vector<TensorToWrite>{} : shards[0], metadata));
+    return remove_stale_outputs(dir, {"model.safetensors"});
   }
+  std::set<std::string> written;
   nlohmann::json weight_map = nlohmann::json::object();  // sorted by name, as transformers writes
   for (size_t i = 0; i < shards.size(); ++i) {
     char name[64];
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
     FERRY_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / name).string(), shards[i], metadata));
+    written.insert(name);
     for (const TensorToWrite& t : shards[i]) weight_map[t.name] = name;
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
@@ -235,7 +257,8 @@ Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>
   }
   if (std::rename(tmp.c_str(), index_path.string().c_str()) != 0)
     return io_error(index_path.string(), "cannot rename into place", errno);
-  return {};
+  written.insert("model.safetensors.index.json");
+  return remove_stale_outputs(dir, written);
 }
 
 }  // namespace ferry
