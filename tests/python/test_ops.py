@@ -260,18 +260,6 @@ def test_rope(ops, request, s, heads, hd, math_kind):
         assert_within(y, ref, bound + ulp(ref), "rope f32", seed)
 
 
-def test_rope_f32_data(ops, request):
-    rng, seed = seeded(request)
-    x = rng.standard_normal((3, 2 * 16)).astype(np.float32)
-    ang = rng.uniform(-5, 5, (3, 8))
-    cos = np.cos(ang).astype(np.float32)
-    sin = np.sin(ang).astype(np.float32)
-    y = ops.rope(x, cos, sin, 2, 16, math="f32")
-    assert y.dtype == np.float32
-    ref, bound = rope_reference(x, cos, sin, 2, 16, "f32")
-    assert_within(y, ref, bound + 1e-30, "rope f32 data", seed)
-
-
 # ---------------------------------------------------------------------------------------------
 # RopeTable: inv_freq_j = 1/theta^(2j/hd) in fp32 (pow and the reciprocal each within ~1 fp32
 # ulp), angle = f32(pos)·inv_freq (one more rounding), cos/sin in fp32. The reference uses the
