@@ -10,11 +10,12 @@
 namespace ferry {
 namespace {
 
+// "[3, 8]"; a negative extent (in an expected shape: "any") prints as "*".
 std::string shape_str(int64_t rows, int64_t cols) {
   std::string s = "[";
-  s += std::to_string(rows);
+  s += rows < 0 ? std::string("*") : std::to_string(rows);
   s += ", ";
-  s += std::to_string(cols);
+  s += cols < 0 ? std::string("*") : std::to_string(cols);
   s += "]";
   return s;
 }
