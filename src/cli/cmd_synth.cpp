@@ -124,7 +124,8 @@ Status run_synth(const SynthOptions& o) {
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, preset(o.preset));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
   FERRY_RETURN_IF_ERROR(prepare_dir(o.out, o.force));
-  FERRY_RETURN_IF_ERROR(write_text((fs::path(o.out) / "config.json").string(), write_config(config)));
+  FERRY_RETURN_IF_ERROR(
+      write_text((fs::path(o.out) / "config.json").string(), write_config(config)));
 
   std::atomic<uint64_t> done{0};
   std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done);
@@ -138,9 +139,9 @@ Status run_synth(const SynthOptions& o) {
   Status written;
   {
     Progress progress(done, total);
-    written = write_checkpoint(o.out, tensors, max_shard,
-                               {{"format", "pt"}, {"ferry_preset", o.preset},
-                                {"ferry_seed", std::to_string(o.seed)}});
+    written = write_checkpoint(
+        o.out, tensors, max_shard,
+        {{"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}});
   }
   FERRY_RETURN_IF_ERROR(written);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -188,8 +188,8 @@ void group_report(InspectReport& r, const ModelConfig* config) {
 std::string format_text(const InspectReport& r, bool list_tensors) {
   std::string out;
   out += "checkpoint: " + r.path + " (" + std::to_string(r.files) +
-         (r.files == 1 ? " file, " : " files, ") + std::to_string(r.tensors.size()) +
-         " tensors, " + human_bytes(r.total_bytes) + ")\n";
+         (r.files == 1 ? " file, " : " files, ") + std::to_string(r.tensors.size()) + " tensors, " +
+         human_bytes(r.total_bytes) + ")\n";
   if (!r.architecture.empty()) {
     out += "architecture: " + r.architecture + " (grouped by its weight table)\n";
     out += "binding: " + r.binding + "\n";
@@ -198,7 +198,7 @@ std::string format_text(const InspectReport& r, bool list_tensors) {
   }
   char line[256];
   out += "\n";
-  std::snprintf(line, sizeof line, "%-34s %8s %10s %12s\n", "group", "tensors", "params", "bytes");
+  std::snprintf(line, sizeof line, "%-44s %8s %10s %12s\n", "group", "tensors", "params", "bytes");
   out += line;
   for (const Row& row : collapse(r)) {
     std::string params = human_params(row.params);
@@ -207,7 +207,7 @@ std::string format_text(const InspectReport& r, bool list_tensors) {
       params += " x" + std::to_string(row.count);
       bytes += " x" + std::to_string(row.count);
     }
-    std::snprintf(line, sizeof line, "%-34s %8zu %10s %12s\n", row.name.c_str(), row.tensors,
+    std::snprintf(line, sizeof line, "%-44s %8zu %10s %12s\n", row.name.c_str(), row.tensors,
                   params.c_str(), bytes.c_str());
     out += line;
   }
@@ -272,7 +272,8 @@ std::string format_json(const InspectReport& r, bool list_tensors) {
     modules.push_back({{"module", m.module}, {"params", m.params}, {"bytes", m.bytes}});
   }
   j["modules"] = std::move(modules);
-  j["total"] = {{"tensors", r.tensors.size()}, {"params", r.total_params}, {"bytes", r.total_bytes}};
+  j["total"] = {
+      {"tensors", r.tensors.size()}, {"params", r.total_params}, {"bytes", r.total_bytes}};
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 

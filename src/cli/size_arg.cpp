@@ -23,18 +23,29 @@ Result<uint64_t> parse_size(std::string_view text) {
   }
   if (i == 0) return bad();
   std::string unit;
-  for (; i < text.size(); ++i) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+  for (; i < text.size(); ++i)
+    unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
   uint64_t mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KB" || unit == "K") mult = 1000;
-  else if (unit == "MB" || unit == "M") mult = 1000 * 1000;
-  else if (unit == "GB" || unit == "G") mult = 1000ull * 1000 * 1000;
-  else if (unit == "TB" || unit == "T") mult = 1000ull * 1000 * 1000 * 1000;
-  else if (unit == "KIB") mult = 1ull << 10;
-  else if (unit == "MIB") mult = 1ull << 20;
-  else if (unit == "GIB") mult = 1ull << 30;
-  else if (unit == "TIB") mult = 1ull << 40;
-  else return bad();
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KB" || unit == "K")
+    mult = 1000;
+  else if (unit == "MB" || unit == "M")
+    mult = 1000 * 1000;
+  else if (unit == "GB" || unit == "G")
+    mult = 1000ull * 1000 * 1000;
+  else if (unit == "TB" || unit == "T")
+    mult = 1000ull * 1000 * 1000 * 1000;
+  else if (unit == "KIB")
+    mult = 1ull << 10;
+  else if (unit == "MIB")
+    mult = 1ull << 20;
+  else if (unit == "GIB")
+    mult = 1ull << 30;
+  else if (unit == "TIB")
+    mult = 1ull << 40;
+  else
+    return bad();
   if (n == 0) return make_error(ErrorCode::invalid_argument, "a size must be positive");
   if (n > std::numeric_limits<uint64_t>::max() / mult) return bad();
   return n * mult;

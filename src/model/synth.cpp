@@ -68,41 +68,66 @@ SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec) {
   return init;
 }
 
+namespace {
+
+// Calls store(k, value) for elements first .. first+n-1, one 64-bit draw per 4 elements.
+template <class Store>
+void generate(uint64_t key, float scale, uint64_t first, size_t n, Store store) {
+  uint64_t i = first;
+  size_t k = 0;
+  while (k < n) {
+    const uint64_t r = splitmix64(key + (i >> 2) * 0x9e3779b97f4a7c15ull);
+    for (unsigned j = static_cast<unsigned>(i & 3); j < 4 && k < n; ++j, ++k, ++i) {
+      const auto bits = static_cast<uint16_t>(r >> (16 * j));
+      store(k, (static_cast<float>(bits) - 32767.5f) * scale);
+    }
+  }
+}
+
+}  // namespace
+
 void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, SynthInit init,
                 uint64_t first, std::span<std::byte> out) {
   const size_t esize = dtype_size(spec.dtype);
   const size_t n = out.size() / esize;
   // Uniform on [-a, a] has std a/sqrt(3); 16 random bits per value.
-  const float a = init.std * 1.7320508f;
-  const float scale = a / 32767.5f;
+  const float scale = init.ones ? 0.0f : init.std * 1.7320508f / 32767.5f;
   const uint64_t key = splitmix64(seed ^ splitmix64(tensor_index + 0x5851f42d4c957f2dull));
-  auto value = [&](uint64_t i) -> float {
-    if (init.ones) return 1.0f;
-    // One 64-bit draw per 4 consecutive elements.
-    const uint64_t r = splitmix64(key + (i >> 2) * 0x9e3779b97f4a7c15ull);
-    const auto bits = static_cast<uint16_t>(r >> (16 * (i & 3)));
-    return (static_cast<float>(bits) - 32767.5f) * scale;
-  };
   std::byte* p = out.data();
   switch (spec.dtype) {
-    case DType::f32:
-      for (size_t k = 0; k < n; ++k) {
-        float v = value(first + k);
-        std::memcpy(p + 4 * k, &v, 4);
+    case DType::f32: {
+      auto store = [p](size_t k, float v) { std::memcpy(p + 4 * k, &v, 4); };
+      if (init.ones) {
+        for (size_t k = 0; k < n; ++k) store(k, 1.0f);
+      } else {
+        generate(key, scale, first, n, store);
       }
       break;
-    case DType::f16:
-      for (size_t k = 0; k < n; ++k) {
-        uint16_t h = f32_to_f16(value(first + k));
+    }
+    case DType::f16: {
+      auto store = [p](size_t k, float v) {
+        const uint16_t h = f32_to_f16(v);
         std::memcpy(p + 2 * k, &h, 2);
+      };
+      if (init.ones) {
+        for (size_t k = 0; k < n; ++k) store(k, 1.0f);
+      } else {
+        generate(key, scale, first, n, store);
       }
       break;
-    default:  // bf16
-      for (size_t k = 0; k < n; ++k) {
-        uint16_t h = f32_to_bf16(value(first + k));
+    }
+    default: {  // bf16
+      auto store = [p](size_t k, float v) {
+        const uint16_t h = f32_to_bf16(v);
         std::memcpy(p + 2 * k, &h, 2);
+      };
+      if (init.ones) {
+        for (size_t k = 0; k < n; ++k) store(k, 1.0f);
+      } else {
+        generate(key, scale, first, n, store);
       }
       break;
+    }
   }
 }
 
