@@ -1,0 +1,317 @@
+// Attention on CUDA cores (tensor cores are a later step; see docs/cuda.md).
+//
+// A block owns one kv head, 16 "rows" and one key split. A row is a (query, query head) pair
+// of that kv head's group, so with GQA the group's heads share each K/V tile that the block
+// stages in shared memory (decode with S = 1 still fills the block). Keys stream through in tiles
+// of 32: lane j of a warp scores key j of the tile against the warp's row (fp32 dot product
+// in dimension order, times scale), the warp updates the row's online softmax (running max m and
+// sum l, fp32) and accumulates p·v with lane c owning output dims c, c+32, c+64, c+96.
+// Nothing depends on timing: the tile order, the butterfly reductions and the split combine
+// (split 0, 1, ... in order) are fixed, so the same inputs give the same bits.
+#include <string>
+
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_resources.h"
+
+namespace ferry::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowsPerWarp = 4;
+constexpr int kRows = kWarps * kRowsPerWarp;  // rows per block
+constexpr int kTileKeys = 32;
+constexpr int kKStride = kAttentionMaxHeadDim + 1;  // odd: lane j reads row j without conflicts
+
+struct AttnParams {
+  const bf16_t* q;
+  int64_t q_stride;
+  const bf16_t* k[2];
+  const bf16_t* v[2];
+  int64_t k_stride[2];
+  int64_t v_stride[2];
+  int64_t span0;  // rows of span 0; key index >= span0 lives in span 1
+  int64_t seq;    // S
+  int64_t keys;   // total keys
+  bf16_t* out;
+  int64_t out_stride;
+  int heads;
+  int group;  // heads / kv_heads
+  int head_dim;
+  float scale;
+  bool causal;
+  int64_t q_pos0;
+  int64_t keys_per_split;
+  float* part_acc;  // [splits][seq*heads][head_dim], null when one split
+  float* part_ml;   // [splits][seq*heads][2]
+};
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+template <int NC>  // NC = ceil(head_dim / 32)
+__global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p) {
+  __shared__ float qs[kRows][kAttentionMaxHeadDim];
+  __shared__ float ks[kTileKeys][kKStride];
+  __shared__ float vs[kTileKeys][kAttentionMaxHeadDim];
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int d_head = p.head_dim;
+  const int kvh = static_cast<int>(blockIdx.y);
+  const int64_t total_rows = p.seq * p.group;
+  const int64_t row0 = int64_t{blockIdx.x} * kRows;
+
+  // Stage this block's query rows (zeros for rows past the end).
+  for (int i = tid; i < kRows * d_head; i += kThreads) {
+    const int r = i / d_head;
+    const int d = i - r * d_head;
+    const int64_t gr = row0 + r;
+    float v = 0.0f;
+    if (gr < total_rows) {
+      const int64_t qi = gr / p.group;
+      const int64_t h = int64_t{kvh} * p.group + (gr - qi * p.group);
+      v = to_float(p.q[qi * p.q_stride + h * d_head + d]);
+    }
+    qs[r][d] = v;
+  }
+
+  // Key range of this split, cut at the last key any row of the block may see.
+  const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
+  int64_t ke = kb + p.keys_per_split;
+  if (ke > p.keys) ke = p.keys;
+  if (p.causal) {
+    int64_t last_row = row0 + kRows - 1;
+    if (last_row >= total_rows) last_row = total_rows - 1;
+    const int64_t limit = p.q_pos0 + last_row / p.group + 1;
+    if (ke > limit) ke = limit;
+  }
+
+  float m[kRowsPerWarp];
+  float l[kRowsPerWarp];
+  float acc[kRowsPerWarp][NC];
+#pragma unroll
+  for (int t = 0; t < kRowsPerWarp; ++t) {
+    m[t] = -INFINITY;
+    l[t] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) acc[t][c] = 0.0f;
+  }
+
+  for (int64_t t0 = kb; t0 < ke; t0 += kTileKeys) {
+    __syncthreads();  // previous tile fully consumed (and qs written, on the first pass)
+    for (int i = tid; i < kTileKeys * d_head; i += kThreads) {
+      const int j = i / d_head;
+      const int d = i - j * d_head;
+      const int64_t key = t0 + j;
+      float kv = 0.0f;
+      float vv = 0.0f;
+      if (key < ke) {
+        const int s = key < p.span0 ? 0 : 1;
+        const int64_t row = s == 0 ? key : key - p.span0;
+        const int64_t col = int64_t{kvh} * d_head + d;
+        kv = to_float(p.k[s][row * p.k_stride[s] + col]);
+        vv = to_float(p.v[s][row * p.v_stride[s] + col]);
+      }
+      ks[j][d] = kv;
+      vs[j][d] = vv;
+    }
+    __syncthreads();
+
+#pragma unroll
+    for (int t = 0; t < kRowsPerWarp; ++t) {
+      const int r = warp + kWarps * t;
+      const int64_t gr = row0 + r;
+      if (gr >= total_rows) continue;  // warp-uniform
+      const int64_t qi = gr / p.group;
+      const int64_t key = t0 + lane;
+      const bool visible = key < ke && (!p.causal || key <= p.q_pos0 + qi);
+      float dot = 0.0f;
+      for (int d = 0; d < d_head; ++d) dot = __fmaf_rn(qs[r][d], ks[lane][d], dot);
+      const float s = visible ? __fmul_rn(dot, p.scale) : -INFINITY;
+      const float m_new = fmaxf(m[t], warp_max(s));
+      if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
+      const float e = visible ? expf(__fsub_rn(s, m_new)) : 0.0f;
+      const float corr = expf(__fsub_rn(m[t], m_new));  // 0 on the first visible tile
+      l[t] = __fmaf_rn(l[t], corr, warp_sum(e));
+      m[t] = m_new;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) acc[t][c] = __fmul_rn(acc[t][c], corr);
+#pragma unroll 8
+      for (int j = 0; j < kTileKeys; ++j) {
+        const float ej = __shfl_sync(0xffffffffu, e, j);
+#pragma unroll
+        for (int c = 0; c < NC; ++c) acc[t][c] = __fmaf_rn(ej, vs[j][lane + 32 * c], acc[t][c]);
+      }
+    }
+  }
+
+  // Write the rows: final bf16 output, or this split's partial state.
+#pragma unroll
+  for (int t = 0; t < kRowsPerWarp; ++t) {
+    const int r = warp + kWarps * t;
+    const int64_t gr = row0 + r;
+    if (gr >= total_rows) continue;
+    const int64_t qi = gr / p.group;
+    const int64_t h = int64_t{kvh} * p.group + (gr - qi * p.group);
+    if (p.part_acc == nullptr) {
+      const float inv = l[t] > 0.0f ? __fdiv_rn(1.0f, l[t]) : 0.0f;
+      bf16_t* o = p.out + qi * p.out_stride + h * d_head;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const int d = lane + 32 * c;
+        if (d < d_head) o[d] = f32_to_bf16(__fmul_rn(acc[t][c], inv));
+      }
+    } else {
+      const int64_t prow = int64_t{blockIdx.z} * p.seq * p.heads + qi * p.heads + h;
+      float* pa = p.part_acc + prow * d_head;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const int d = lane + 32 * c;
+        if (d < d_head) pa[d] = acc[t][c];
+      }
+      if (lane == 0) {
+        p.part_ml[prow * 2] = m[t];
+        p.part_ml[prow * 2 + 1] = l[t];
+      }
+    }
+  }
+}
+
+// One block per (query, head) row; thread d owns output dim d. Splits combine in index order.
+__global__ void attention_combine_kernel(const float* part_acc, const float* part_ml, int splits,
+                                         int64_t rows, int head_dim, int heads, bf16_t* out,
+                                         int64_t out_stride) {
+  const int64_t row = blockIdx.x;
+  const int d = static_cast<int>(threadIdx.x);
+  if (d >= head_dim) return;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[(s * rows + row) * 2]);
+  float o = 0.0f;
+  if (mx != -INFINITY) {
+    float l = 0.0f;
+    float a = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const int64_t pr = s * rows + row;
+      const float ms = part_ml[pr * 2];
+      if (ms == -INFINITY) continue;
+      const float w = expf(__fsub_rn(ms, mx));
+      l = __fmaf_rn(part_ml[pr * 2 + 1], w, l);
+      a = __fmaf_rn(part_acc[pr * head_dim + d], w, a);
+    }
+    o = l > 0.0f ? __fmul_rn(a, __fdiv_rn(1.0f, l)) : 0.0f;
+  }
+  const int64_t qi = row / heads;
+  const int64_t h = row - qi * heads;
+  out[qi * out_stride + h * head_dim + d] = f32_to_bf16(o);
+}
+
+template <int NC>
+void launch_attention(const AttnParams& p, dim3 grid, cudaStream_t stream) {
+  attention_kernel<NC><<<grid, kThreads, 0, stream>>>(p);
+}
+
+}  // namespace
+
+int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys) {
+  const int group = num_heads / num_kv_heads;
+  const int64_t blocks = (q_rows * group + kRows - 1) / kRows * num_kv_heads;
+  constexpr int64_t kTargetBlocks = 264;  // ~2 waves of 132 SMs (H100/H200); a fixed constant
+  constexpr int64_t kMinKeysPerSplit = 256;
+  if (blocks >= kTargetBlocks / 2 || keys <= kMinKeysPerSplit) return 1;
+  int64_t splits = (kTargetBlocks + blocks - 1) / blocks;
+  const int64_t by_keys = (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+  if (splits > by_keys) splits = by_keys;
+  if (splits > 64) splits = 64;
+  return static_cast<int>(splits < 1 ? 1 : splits);
+}
+
+Status run_attention(const OpContext& ctx, const Attention& op) {
+  const int64_t seq = op.q.rows;
+  const int d_head = op.head_dim;
+  if (seq == 0) return Status();
+  if (d_head <= 0 || d_head > kAttentionMaxHeadDim) {
+    return make_error(ErrorCode::unsupported,
+                      "attention: cuda supports head_dim <= 128, got " + std::to_string(d_head));
+  }
+  AttnParams p{};
+  p.q = ptr<const bf16_t>(op.q);
+  p.q_stride = op.q.stride();
+  int64_t keys = 0;
+  for (int s = 0; s < 2; ++s) {
+    const bool used = s < op.num_spans;
+    p.k[s] = used ? ptr<const bf16_t>(op.kv[s].k) : nullptr;
+    p.v[s] = used ? ptr<const bf16_t>(op.kv[s].v) : nullptr;
+    p.k_stride[s] = used ? op.kv[s].k.stride() : 0;
+    p.v_stride[s] = used ? op.kv[s].v.stride() : 0;
+    if (used) keys += op.kv[s].k.rows;
+  }
+  p.span0 = op.kv[0].k.rows;
+  p.seq = seq;
+  p.keys = keys;
+  p.out = ptr<bf16_t>(op.out);
+  p.out_stride = op.out.stride();
+  p.heads = op.num_heads;
+  p.group = op.num_heads / op.num_kv_heads;
+  p.head_dim = d_head;
+  p.scale = op.scale;
+  p.causal = op.causal;
+  p.q_pos0 = op.q_pos0;
+
+  const int splits = attention_splits(seq, op.num_heads, op.num_kv_heads, keys);
+  int64_t per_split = (keys + splits - 1) / splits;
+  per_split = (per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
+  if (per_split == 0) per_split = kTileKeys;
+  p.keys_per_split = per_split;
+
+  const int64_t row_blocks = (seq * p.group + kRows - 1) / kRows;
+  if (row_blocks > 0x7fffffff) return make_error(ErrorCode::unsupported, "attention: S too large");
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(op.num_kv_heads),
+                  static_cast<unsigned>(splits));
+
+  StreamScratch scratch;
+  const int64_t prow = seq * op.num_heads;
+  if (splits > 1) {
+    const size_t bytes = static_cast<size_t>(splits * prow) * (static_cast<size_t>(d_head) + 2) * 4;
+    FERRY_ASSIGN_OR_RETURN(scratch, StreamScratch::allocate(bytes, ctx.stream));
+    p.part_acc = static_cast<float*>(scratch.get());
+    p.part_ml = p.part_acc + splits * prow * d_head;
+  }
+
+  const int nc = (d_head + 31) / 32;
+  switch (nc) {
+    case 1:
+      launch_attention<1>(p, grid, ctx.stream);
+      break;
+    case 2:
+      launch_attention<2>(p, grid, ctx.stream);
+      break;
+    case 3:
+      launch_attention<3>(p, grid, ctx.stream);
+      break;
+    default:
+      launch_attention<4>(p, grid, ctx.stream);
+      break;
+  }
+  FERRY_RETURN_IF_ERROR(launch_status("attention_kernel"));
+  if (splits > 1) {
+    attention_combine_kernel<<<static_cast<unsigned>(prow), kAttentionMaxHeadDim, 0, ctx.stream>>>(
+        p.part_acc, p.part_ml, splits, prow, d_head, op.num_heads, p.out, p.out_stride);
+    FERRY_RETURN_IF_ERROR(launch_status("attention_combine_kernel"));
+  }
+  return Status();
+}
+
+}  // namespace ferry::cuda
