@@ -1,6 +1,8 @@
 // Attention on CUDA against the CPU reference: decode (S = 1, split-KV path), prefill (causal,
 // q_pos0), vision (non-causal, head_dim 72), two KV spans, GQA ratios 1/2/4, head_dim 16/64/72/128,
-// q/k/v as column slices of one fused projection. Tolerance: kBf16Reduce (see op_harness_test.cpp).
+// q/k/v as column slices of one fused projection. Shapes with S·group >= 32 and head_dim 64/72/128
+// run the tensor-core kernel, the others the CUDA-core kernel; both are covered. Tolerance:
+// kBf16Reduce (see op_harness_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,6 +106,10 @@ TEST(CudaOps, AttentionPrefill) {
   expect_pass(attention_case(rng, {5, 30, 5, 2, 1, 16, true, 30, false}));
   expect_pass(attention_case(rng, {3, 1, 0, 3, 1, 32, false, 0, false}));
   expect_pass(attention_case(rng, {50, 17, 33, 6, 3, 100, true, 0, false}));  // generic hd
+  // Tensor-core path: vision-sized (hd 72 padded to 80), chunked prefill after a cache.
+  expect_pass(attention_case(rng, {300, 300, 0, 4, 4, 72, false, 0, false}));
+  expect_pass(attention_case(rng, {200, 800, 200, 8, 2, 128, true, 800, false}));
+  expect_pass(attention_case(rng, {70, 70, 0, 2, 1, 64, true, 0, false}));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Attention on CUDA cores (tensor cores are a later step; see docs/cuda.md).
+// Attention on CUDA cores: any head_dim <= 128, and the decode path (few rows, split KV).
+// attention_mma.cu has the tensor-core kernel that run_attention picks for larger row counts.
 //
 // A block owns one kv head, 16 "rows" and one key split. A row is a (query, query head) pair
 // of that kv head's group, so with GQA the group's heads share each K/V tile that the block
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/attention_impl.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
@@ -24,29 +26,6 @@ constexpr int kRowsPerWarp = 4;
 constexpr int kRows = kWarps * kRowsPerWarp;  // rows per block
 constexpr int kTileKeys = 32;
 constexpr int kKStride = kAttentionMaxHeadDim + 1;  // odd: lane j reads row j without conflicts
-
-struct AttnParams {
-  const bf16_t* q;
-  int64_t q_stride;
-  const bf16_t* k[2];
-  const bf16_t* v[2];
-  int64_t k_stride[2];
-  int64_t v_stride[2];
-  int64_t span0;  // rows of span 0; key index >= span0 lives in span 1
-  int64_t seq;    // S
-  int64_t keys;   // total keys
-  bf16_t* out;
-  int64_t out_stride;
-  int heads;
-  int group;  // heads / kv_heads
-  int head_dim;
-  float scale;
-  bool causal;
-  int64_t q_pos0;
-  int64_t keys_per_split;
-  float* part_acc;  // [splits][seq*heads][head_dim], null when one split
-  float* part_ml;   // [splits][seq*heads][2]
-};
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -225,9 +204,10 @@ void launch_attention(const AttnParams& p, dim3 grid, cudaStream_t stream) {
 
 }  // namespace
 
-int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys) {
+int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys,
+                     int rows_per_block) {
   const int group = num_heads / num_kv_heads;
-  const int64_t blocks = (q_rows * group + kRows - 1) / kRows * num_kv_heads;
+  const int64_t blocks = (q_rows * group + rows_per_block - 1) / rows_per_block * num_kv_heads;
   constexpr int64_t kTargetBlocks = 264;  // ~2 waves of 132 SMs (H100/H200); a fixed constant
   constexpr int64_t kMinKeysPerSplit = 256;
   if (blocks >= kTargetBlocks / 2 || keys <= kMinKeysPerSplit) return 1;
@@ -270,13 +250,26 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   p.causal = op.causal;
   p.q_pos0 = op.q_pos0;
 
-  const int splits = attention_splits(seq, op.num_heads, op.num_kv_heads, keys);
+  // Tensor cores when the head_dim has a padded instance, the rows fill at least half a block,
+  // and K/V rows allow 16-byte loads; otherwise the CUDA-core kernel (any head_dim <= 128).
+  const int padded = mma_padded_dim(d_head);
+  bool vec_ok = true;
+  for (int s = 0; s < op.num_spans; ++s) {
+    for (const TensorView* v : {&op.kv[s].k, &op.kv[s].v}) {
+      vec_ok = vec_ok && reinterpret_cast<uintptr_t>(v->data) % 16 == 0 && v->stride() % 8 == 0;
+    }
+  }
+  const bool use_mma = padded != 0 && vec_ok && seq * p.group >= kMmaRows / 2;
+  const int rows_per_block = use_mma ? kMmaRows : kRows;
+
+  const int splits = attention_splits(seq, op.num_heads, op.num_kv_heads, keys, rows_per_block);
+  constexpr int64_t kSplitQuantum = 64;  // a multiple of both kernels' key tiles
   int64_t per_split = (keys + splits - 1) / splits;
-  per_split = (per_split + kTileKeys - 1) / kTileKeys * kTileKeys;
-  if (per_split == 0) per_split = kTileKeys;
+  per_split = (per_split + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum;
+  if (per_split == 0) per_split = kSplitQuantum;
   p.keys_per_split = per_split;
 
-  const int64_t row_blocks = (seq * p.group + kRows - 1) / kRows;
+  const int64_t row_blocks = (seq * p.group + rows_per_block - 1) / rows_per_block;
   if (row_blocks > 0x7fffffff) return make_error(ErrorCode::unsupported, "attention: S too large");
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(op.num_kv_heads),
                   static_cast<unsigned>(splits));
@@ -290,8 +283,14 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
     p.part_ml = p.part_acc + splits * prow * d_head;
   }
 
-  const int nc = (d_head + 31) / 32;
+  int nc = (d_head + 31) / 32;
+  if (use_mma) {
+    launch_attention_mma(p, padded, grid, ctx.stream);
+    nc = 0;
+  }
   switch (nc) {
+    case 0:
+      break;
     case 1:
       launch_attention<1>(p, grid, ctx.stream);
       break;

@@ -11,7 +11,8 @@ inline constexpr int kAttentionMaxHeadDim = 128;
 
 // How many key splits the attention op uses for a shape: a pure function of the shape (never of
 // timing or device state), so one shape always reduces in one order.
-int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys);
+int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys,
+                     int rows_per_block);
 
 Status run_attention(const OpContext& ctx, const Attention& op);
 
