@@ -39,7 +39,8 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-template <int NC>  // NC = ceil(head_dim / 32)
+// NC = ceil(head_dim / 32); kVec: K/V rows allow 16-byte loads (head_dim % 8 == 0, aligned).
+template <int NC, bool kVec>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p) {
   __shared__ float qs[kRows][kAttentionMaxHeadDim];
   __shared__ float ks[kTileKeys][kKStride];
@@ -89,25 +90,78 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
     for (int c = 0; c < NC; ++c) acc[t][c] = 0.0f;
   }
 
+  // With kVec the next tile's K/V vectors are loaded into registers while the current tile is
+  // computed (software pipelining); otherwise each tile is loaded element by element.
+  constexpr int kVecPerRow = NC * 4;  // 8-element vectors per row (upper bound: 32·NC dims)
+  constexpr int kIters = kVec ? kTileKeys * kVecPerRow / kThreads : 1;
+  const int vec_per_row = d_head / 8;
+  uint4 kreg[kIters];
+  uint4 vreg[kIters];
+  auto key_row = [&](int64_t key, int* span) {
+    *span = key < p.span0 ? 0 : 1;
+    return *span == 0 ? key : key - p.span0;
+  };
+  auto load_tile = [&](int64_t t0) {
+#pragma unroll
+    for (int u = 0; u < kIters; ++u) {
+      const int i = tid + u * kThreads;
+      const int j = i / kVecPerRow;
+      const int dv = i - j * kVecPerRow;
+      kreg[u] = make_uint4(0, 0, 0, 0);
+      vreg[u] = make_uint4(0, 0, 0, 0);
+      if (dv < vec_per_row && t0 + j < ke) {
+        int s = 0;
+        const int64_t row = key_row(t0 + j, &s);
+        const int64_t col = int64_t{kvh} * d_head + dv * 8;
+        kreg[u] = *reinterpret_cast<const uint4*>(p.k[s] + row * p.k_stride[s] + col);
+        vreg[u] = *reinterpret_cast<const uint4*>(p.v[s] + row * p.v_stride[s] + col);
+      }
+    }
+  };
+  auto store_tile = [&](int64_t t0) {
+    if constexpr (kVec) {
+#pragma unroll
+      for (int u = 0; u < kIters; ++u) {
+        const int i = tid + u * kThreads;
+        const int j = i / kVecPerRow;
+        const int dv = i - j * kVecPerRow;
+        if (dv < vec_per_row) {
+          const uint32_t kw[4] = {kreg[u].x, kreg[u].y, kreg[u].z, kreg[u].w};
+          const uint32_t vw[4] = {vreg[u].x, vreg[u].y, vreg[u].z, vreg[u].w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            ks[j][dv * 8 + 2 * e] = bf16_to_f32(static_cast<bf16_t>(kw[e] & 0xffffu));
+            ks[j][dv * 8 + 2 * e + 1] = bf16_to_f32(static_cast<bf16_t>(kw[e] >> 16));
+            vs[j][dv * 8 + 2 * e] = bf16_to_f32(static_cast<bf16_t>(vw[e] & 0xffffu));
+            vs[j][dv * 8 + 2 * e + 1] = bf16_to_f32(static_cast<bf16_t>(vw[e] >> 16));
+          }
+        }
+      }
+    } else {
+      for (int i = tid; i < kTileKeys * d_head; i += kThreads) {
+        const int j = i / d_head;
+        const int d = i - j * d_head;
+        float kv = 0.0f;
+        float vv = 0.0f;
+        if (t0 + j < ke) {
+          int s = 0;
+          const int64_t row = key_row(t0 + j, &s);
+          const int64_t col = int64_t{kvh} * d_head + d;
+          kv = to_float(p.k[s][row * p.k_stride[s] + col]);
+          vv = to_float(p.v[s][row * p.v_stride[s] + col]);
+        }
+        ks[j][d] = kv;
+        vs[j][d] = vv;
+      }
+    }
+  };
+
+  if (kVec && kb < ke) load_tile(kb);
   for (int64_t t0 = kb; t0 < ke; t0 += kTileKeys) {
     __syncthreads();  // previous tile fully consumed (and qs written, on the first pass)
-    for (int i = tid; i < kTileKeys * d_head; i += kThreads) {
-      const int j = i / d_head;
-      const int d = i - j * d_head;
-      const int64_t key = t0 + j;
-      float kv = 0.0f;
-      float vv = 0.0f;
-      if (key < ke) {
-        const int s = key < p.span0 ? 0 : 1;
-        const int64_t row = s == 0 ? key : key - p.span0;
-        const int64_t col = int64_t{kvh} * d_head + d;
-        kv = to_float(p.k[s][row * p.k_stride[s] + col]);
-        vv = to_float(p.v[s][row * p.v_stride[s] + col]);
-      }
-      ks[j][d] = kv;
-      vs[j][d] = vv;
-    }
+    store_tile(t0);
     __syncthreads();
+    if (kVec && t0 + kTileKeys < ke) load_tile(t0 + kTileKeys);
 
 #pragma unroll
     for (int t = 0; t < kRowsPerWarp; ++t) {
@@ -198,8 +252,12 @@ __global__ void attention_combine_kernel(const float* part_acc, const float* par
 }
 
 template <int NC>
-void launch_attention(const AttnParams& p, dim3 grid, cudaStream_t stream) {
-  attention_kernel<NC><<<grid, kThreads, 0, stream>>>(p);
+void launch_attention(const AttnParams& p, bool vec, dim3 grid, cudaStream_t stream) {
+  if (vec) {
+    attention_kernel<NC, true><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    attention_kernel<NC, false><<<grid, kThreads, 0, stream>>>(p);
+  }
 }
 
 }  // namespace
@@ -253,7 +311,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   // Tensor cores when the head_dim has a padded instance, the rows fill at least half a block,
   // and K/V rows allow 16-byte loads; otherwise the CUDA-core kernel (any head_dim <= 128).
   const int padded = mma_padded_dim(d_head);
-  bool vec_ok = true;
+  bool vec_ok = d_head % 8 == 0;
   for (int s = 0; s < op.num_spans; ++s) {
     for (const TensorView* v : {&op.kv[s].k, &op.kv[s].v}) {
       vec_ok = vec_ok && reinterpret_cast<uintptr_t>(v->data) % 16 == 0 && v->stride() % 8 == 0;
@@ -292,16 +350,16 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
     case 0:
       break;
     case 1:
-      launch_attention<1>(p, grid, ctx.stream);
+      launch_attention<1>(p, vec_ok, grid, ctx.stream);
       break;
     case 2:
-      launch_attention<2>(p, grid, ctx.stream);
+      launch_attention<2>(p, vec_ok, grid, ctx.stream);
       break;
     case 3:
-      launch_attention<3>(p, grid, ctx.stream);
+      launch_attention<3>(p, vec_ok, grid, ctx.stream);
       break;
     default:
-      launch_attention<4>(p, grid, ctx.stream);
+      launch_attention<4>(p, vec_ok, grid, ctx.stream);
       break;
   }
   FERRY_RETURN_IF_ERROR(launch_status("attention_kernel"));

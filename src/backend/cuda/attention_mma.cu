@@ -95,6 +95,15 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
     if (ke > limit) ke = limit;
   }
 
+  // Keys [kb, limit[h]) are visible to row h (none for a row past the end).
+  int64_t limit[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t lim = ke;
+    if (p.causal && p.q_pos0 + qi[h] + 1 < lim) lim = p.q_pos0 + qi[h] + 1;
+    limit[h] = row_ok[h] ? lim : kb;
+  }
+
   // Padding dims of K and Vᵀ stay zero for the whole kernel (0·x must not meet garbage NaNs).
   for (int i = tid; i < kTile * kKStride; i += kThreads) ks[i] = 0;
   for (int i = tid; i < DP * kVStride; i += kThreads) vt[i] = 0;
@@ -104,42 +113,71 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
   for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
-  const int vec_per_row = d_head / 8;  // 16-byte vectors per K/V row
 
+  // Tile loads are software-pipelined: the next tile's K/V vectors are in flight in registers
+  // while the current tile is computed from shared memory. Vectors past head_dim or past the
+  // key range stay zero.
+  constexpr int kVecPerRow = DP / 8;  // 16-byte vectors per K/V row (an upper bound)
+  constexpr int kIters = (kTile * kVecPerRow + kThreads - 1) / kThreads;
+  const int vec_per_row = d_head / 8;
+  uint4 kreg[kIters];
+  uint4 vreg[kIters];
+  auto load_tile = [&](int64_t t0) {
+#pragma unroll
+    for (int u = 0; u < kIters; ++u) {
+      const int i = tid + u * kThreads;
+      // K: dims fastest (coalesced reads, conflict-free 16-byte stores).
+      const int kj = i / kVecPerRow;
+      const int kd = i - kj * kVecPerRow;
+      kreg[u] = make_uint4(0, 0, 0, 0);
+      if (kj < kTile && kd < vec_per_row && t0 + kj < ke) {
+        const int64_t key = t0 + kj;
+        const int s = key < p.span0 ? 0 : 1;
+        const int64_t row = s == 0 ? key : key - p.span0;
+        kreg[u] =
+            *reinterpret_cast<const uint4*>(p.k[s] + row * p.k_stride[s] + kvh * d_head + kd * 8);
+      }
+      // V: keys fastest, so a warp's transposed 2-byte stores land in consecutive bytes of vt.
+      const int vd = i / kTile;
+      const int vj = i - vd * kTile;
+      vreg[u] = make_uint4(0, 0, 0, 0);
+      if (vd < vec_per_row && t0 + vj < ke) {
+        const int64_t key = t0 + vj;
+        const int s = key < p.span0 ? 0 : 1;
+        const int64_t row = s == 0 ? key : key - p.span0;
+        vreg[u] =
+            *reinterpret_cast<const uint4*>(p.v[s] + row * p.v_stride[s] + kvh * d_head + vd * 8);
+      }
+    }
+  };
+  auto store_tile = [&]() {
+#pragma unroll
+    for (int u = 0; u < kIters; ++u) {
+      const int i = tid + u * kThreads;
+      const int kj = i / kVecPerRow;
+      const int kd = i - kj * kVecPerRow;
+      if (kj < kTile && kd < vec_per_row) {
+        *reinterpret_cast<uint4*>(&ks[kj * kKStride + kd * 8]) = kreg[u];
+      }
+      const int vd = i / kTile;
+      const int vj = i - vd * kTile;
+      if (vd < vec_per_row) {
+        const uint32_t w[4] = {vreg[u].x, vreg[u].y, vreg[u].z, vreg[u].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          vt[(vd * 8 + 2 * e) * kVStride + vj] = static_cast<bf16_t>(w[e] & 0xffffu);
+          vt[(vd * 8 + 2 * e + 1) * kVStride + vj] = static_cast<bf16_t>(w[e] >> 16);
+        }
+      }
+    }
+  };
+
+  if (kb < ke) load_tile(kb);
   for (int64_t t0 = kb; t0 < ke; t0 += kTile) {
     __syncthreads();  // previous tile consumed (and the zero fill done, on the first pass)
-    // K: dims fastest (coalesced reads, conflict-free 16-byte stores).
-    for (int i = tid; i < kTile * vec_per_row; i += kThreads) {
-      const int j = i / vec_per_row;
-      const int d = (i - j * vec_per_row) * 8;
-      const int64_t key = t0 + j;
-      uint4 kv = make_uint4(0, 0, 0, 0);
-      if (key < ke) {
-        const int s = key < p.span0 ? 0 : 1;
-        const int64_t row = s == 0 ? key : key - p.span0;
-        kv = *reinterpret_cast<const uint4*>(p.k[s] + row * p.k_stride[s] + kvh * d_head + d);
-      }
-      *reinterpret_cast<uint4*>(&ks[j * kKStride + d]) = kv;
-    }
-    // V, transposed: keys fastest, so a warp's 2-byte stores land in consecutive bytes of vt.
-    for (int i = tid; i < kTile * vec_per_row; i += kThreads) {
-      const int d = (i / kTile) * 8;
-      const int j = i % kTile;
-      const int64_t key = t0 + j;
-      uint4 vv = make_uint4(0, 0, 0, 0);
-      if (key < ke) {
-        const int s = key < p.span0 ? 0 : 1;
-        const int64_t row = s == 0 ? key : key - p.span0;
-        vv = *reinterpret_cast<const uint4*>(p.v[s] + row * p.v_stride[s] + kvh * d_head + d);
-      }
-      const uint32_t w[4] = {vv.x, vv.y, vv.z, vv.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        vt[(d + 2 * e) * kVStride + j] = static_cast<bf16_t>(w[e] & 0xffffu);
-        vt[(d + 2 * e + 1) * kVStride + j] = static_cast<bf16_t>(w[e] >> 16);
-      }
-    }
+    store_tile();
     __syncthreads();
+    if (t0 + kTile < ke) load_tile(t0 + kTile);
 
     // S = Q·Kᵀ for this warp's 16 rows × 64 keys.
     float sc[kTile / 8][4];
@@ -156,14 +194,21 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
     }
 
     // Scale, mask, and the online softmax update of rows g (h = 0) and g + 8 (h = 1).
+    // Key t0 + j is visible to row h iff j < visible_in_tile[h].
+    int visible_in_tile[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t v = limit[h] - t0;
+      v = v < 0 ? 0 : (v > kTile ? kTile : v);
+      visible_in_tile[h] = static_cast<int>(v);
+    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2;
-        const int64_t key = t0 + n * 8 + 2 * t + (e % 2);
-        const bool visible = row_ok[h] && key < ke && (!p.causal || key <= p.q_pos0 + qi[h]);
+        const bool visible = n * 8 + 2 * t + (e % 2) < visible_in_tile[h];
         sc[n][e] = visible ? __fmul_rn(sc[n][e], p.scale) : -INFINITY;
         tile_max[h] = fmaxf(tile_max[h], sc[n][e]);
       }

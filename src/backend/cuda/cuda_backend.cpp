@@ -104,7 +104,7 @@ class CudaBackend final : public Backend {
     FERRY_RETURN_IF_ERROR(validate(op));
     FERRY_RETURN_IF_ERROR(check_cuda_limits(op));
     auto& s = as_cuda(stream);
-    if (s.handle() == nullptr) return s.error();
+    if (!s.error().ok()) return s.error();  // a deferred error stops the stream's work
     OpContext ctx;
     ctx.stream = s.handle();
     ctx.lt = lt_.get();
