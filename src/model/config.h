@@ -33,6 +33,8 @@ struct TextConfig {
   std::string hidden_act = "silu";   // hidden_act
   std::string dtype = "bfloat16";    // torch_dtype | dtype
   int64_t max_position_embeddings = 0;
+
+  bool operator==(const TextConfig&) const = default;
 };
 
 // The Qwen3-VL vision tower.
@@ -55,6 +57,8 @@ struct VisionConfig {
   int64_t patch_values() const {
     return in_channels * temporal_patch_size * patch_size * patch_size;
   }
+
+  bool operator==(const VisionConfig&) const = default;
 };
 
 struct Qwen3VLConfig {
@@ -63,6 +67,8 @@ struct Qwen3VLConfig {
   int64_t image_token_id = 151655;         // image_token_id
   int64_t vision_start_token_id = 151652;  // vision_start_token_id
   int64_t vision_end_token_id = 151653;    // vision_end_token_id
+
+  bool operator==(const Qwen3VLConfig&) const = default;
 };
 
 // Alpamayo-R1: Qwen3-VL plus the diffusion action expert.
@@ -72,6 +78,8 @@ struct ActionInProjConfig {
   int64_t hidden_size = 512;
   int64_t num_enc_layers = 2;
   double norm_eps = 1e-5;
+
+  bool operator==(const ActionInProjConfig&) const = default;
 };
 
 struct ActionSpaceConfig {
@@ -82,10 +90,14 @@ struct ActionSpaceConfig {
   double accel_std = 0.6810426736454882;
   double curvature_mean = 0.0002692167976330542;
   double curvature_std = 0.026148280660833106;
+
+  bool operator==(const ActionSpaceConfig&) const = default;
 };
 
 struct DiffusionConfig {
   int64_t num_inference_steps = 10;  // diffusion_cfg
+
+  bool operator==(const DiffusionConfig&) const = default;
 };
 
 struct AlpamayoConfig {
@@ -94,7 +106,12 @@ struct AlpamayoConfig {
   ActionInProjConfig action_in_proj;
   ActionSpaceConfig action_space;
   DiffusionConfig diffusion;
-  int64_t traj_future_start_token_id = 155681;
+  int64_t traj_future_start_token_id = 155681;  // traj_token_ids.future_start
+  int64_t traj_token_start_idx = 151669;        // traj_token_start_idx: id of <i0>
+  int64_t traj_vocab_size = 4000;               // traj_vocab_size: the <i*> ids
+  int64_t tokens_per_history_traj = 48;         // tokens_per_history_traj
+
+  bool operator==(const AlpamayoConfig&) const = default;
 };
 
 enum class Architecture { qwen3, llama, qwen3_vl, alpamayo_r1 };
@@ -107,6 +124,12 @@ struct ModelConfig {
 
   // The language model's text config, whatever the architecture.
   const TextConfig& text() const;
+  // The Qwen3-VL part (qwen3_vl and alpamayo_r1), else nullptr.
+  const Qwen3VLConfig* vlm() const;
+  // The Alpamayo part (alpamayo_r1), else nullptr.
+  const AlpamayoConfig* alpamayo() const;
+
+  bool operator==(const ModelConfig&) const = default;
 };
 
 }  // namespace ferry
