@@ -1,11 +1,256 @@
-// Placeholder until the run command lands (see the open issues); replaced, not extended.
+// `ferry run`: one inference on synthetic inputs (seeded prompt ids, pixels, ego history), all
+// weights resident. Prints the generated tokens, logits/actions hashes and time per stage.
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "backend/backend.h"
 #include "cli/commands.h"
+#include "cli/npy.h"
+#include "exec/resident_weights.h"
+#include "format/config_json.h"
+#include "format/safetensors.h"
+#include "model/call_sequence.h"
+#include "model/inference.h"
+#include "model/weights.h"
 
 namespace ferry::cli {
 
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string backend;
+  std::optional<int64_t> images;
+  std::string image_size;
+  std::optional<int64_t> prompt_tokens;
+  int64_t tokens = 8;
+  std::optional<int64_t> steps;
+  uint64_t seed = 0;
+  bool greedy = false;
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  bool json = false;
+  bool dry_run = false;
+  std::string dump_logits;
+  std::string dump_inputs;
+};
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "ferry run: " << message << '\n';
+  throw CLI::RuntimeError(2);
+}
+
+template <class T>
+T check(Result<T> r) {
+  if (!r.ok()) fail(r.error().to_string());
+  return std::move(r).value();
+}
+void check(const Status& s) {
+  if (!s.ok()) fail(s.error().to_string());
+}
+
+std::string hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+// Tiny-friendly defaults: the real models get the reference workload's image size.
+Workload make_workload(const RunArgs& a, const ModelConfig& config) {
+  Workload w;
+  const Qwen3VLConfig* vlm = config.vlm();
+  w.num_images = a.images.value_or(vlm != nullptr ? 2 : 0);
+  if (vlm != nullptr) {
+    const bool tiny = vlm->vision.hidden_size < 512;
+    w.image_height = tiny ? 128 : 320;
+    w.image_width = tiny ? 192 : 576;
+  }
+  if (!a.image_size.empty() && vlm == nullptr) {
+    fail(std::string("--image-size: ") + architecture_name(config.arch) + " takes no images");
+  }
+  if (!a.image_size.empty()) {
+    long long h = 0, wd = 0;
+    char x = 0;
+    std::istringstream in(a.image_size);
+    if (!(in >> h >> x >> wd) || (x != 'x' && x != 'X') || !in.eof()) {
+      fail("--image-size: expected HxW, e.g. 320x576, got " + a.image_size);
+    }
+    w.image_height = h;
+    w.image_width = wd;
+  }
+  // Default prompt: the image tokens plus ~100 text tokens (64 for a text-only model).
+  const int64_t image_tokens = w.num_images * (w.image_height / 32) * (w.image_width / 32);
+  w.prompt_tokens = a.prompt_tokens.value_or(vlm != nullptr ? image_tokens + 120 : 64);
+  w.gen_tokens = a.tokens;
+  if (const AlpamayoConfig* ar = config.alpamayo()) {
+    w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
+  }
+  w.seed = a.seed;
+  w.sampling.greedy = a.greedy || (!a.temperature && !a.top_p);
+  if (a.temperature) w.sampling.temperature = *a.temperature;
+  if (a.top_p) w.sampling.top_p = *a.top_p;
+  return w;
+}
+
+std::string join(const std::vector<int32_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
+  return s;
+}
+
+void dump_inputs(const std::string& dir, const InferenceResult& r) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("cannot create " + dir + ": " + ec.message());
+  const auto s = static_cast<int64_t>(r.prompt.size());
+  std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
+  check(write_npy(dir + "/input_ids.npy", std::span<const int64_t>(ids), {1, s}));
+  // position_ids as transformers takes them: [3, 1, S] (t, h, w rows).
+  std::vector<int64_t> pos(static_cast<size_t>(3 * s));
+  for (int64_t i = 0; i < s; ++i) {
+    for (int64_t c = 0; c < 3; ++c)
+      pos[static_cast<size_t>(c * s + i)] = r.positions[static_cast<size_t>(i * 3 + c)];
+  }
+  check(write_npy(dir + "/position_ids.npy", std::span<const int64_t>(pos), {3, 1, s}));
+  std::vector<int64_t> gen(r.tokens.begin(), r.tokens.end());
+  check(write_npy(dir + "/generated_ids.npy", std::span<const int64_t>(gen),
+                  {static_cast<int64_t>(gen.size())}));
+  if (!r.image_grids.empty()) {
+    std::vector<int64_t> grids;
+    for (const auto& g : r.image_grids) grids.insert(grids.end(), g.begin(), g.end());
+    check(write_npy(dir + "/image_grid_thw.npy", std::span<const int64_t>(grids),
+                    {static_cast<int64_t>(r.image_grids.size()), 3}));
+    const int64_t cols = r.patch_values;
+    const auto rows = static_cast<int64_t>(r.pixel_values.size()) / cols;
+    check(
+        write_npy(dir + "/pixel_values.npy", std::span<const float>(r.pixel_values), {rows, cols}));
+  }
+}
+
+void dump_logits(const std::string& path, const InferenceResult& r) {
+  const size_t vocab = r.prefill_logits.size();
+  std::vector<float> all(r.prefill_logits);
+  for (const auto& l : r.step_logits) all.insert(all.end(), l.begin(), l.end());
+  check(write_npy(path, std::span<const float>(all),
+                  {static_cast<int64_t>(1 + r.step_logits.size()), static_cast<int64_t>(vocab)}));
+}
+
+void run(const RunArgs& a) {
+  const ModelConfig config = check(load_config(a.model));
+  const ModelWeights weights = check(describe_weights(config));
+  const Workload w = make_workload(a, config);
+  const std::vector<Call> calls = check(call_sequence(weights, config, w));
+  if (a.dry_run) {
+    std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
+              << weights.groups.size() << " groups, " << weights.total_bytes() << " bytes\n"
+              << "workload: images " << w.num_images << " (" << w.image_height << "x"
+              << w.image_width << "), prompt " << w.prompt_tokens << " tokens, generate "
+              << w.gen_tokens << ", flow steps " << w.flow_steps << ", seed " << w.seed << "\n"
+              << format_call_sequence(calls, weights);
+    return;
+  }
+  const Checkpoint ckpt = check(Checkpoint::open(a.model));
+  check(bind_checkpoint(weights, ckpt));
+  BackendKind kind = default_backend_kind();
+  if (!a.backend.empty()) {
+    auto k = parse_backend_kind(a.backend);
+    if (!k) fail("--backend: expected cpu or cuda, got " + a.backend);
+    kind = *k;
+  }
+  std::unique_ptr<Backend> backend = check(create_backend(kind));
+  auto stream = backend->create_stream();
+  ResidentWeights resident = check(ResidentWeights::load(*backend, *stream, weights, ckpt));
+  InferenceOptions opts;
+  opts.keep_all_logits = !a.dump_logits.empty();
+  opts.keep_inputs = !a.dump_inputs.empty();
+  const InferenceResult r = check(run_inference(*backend, config, weights, resident, w, opts));
+  if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
+  if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
+
+  const PhaseTimes& t = r.times;
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = architecture_name(config.arch);
+    j["backend"] = std::string(backend->name());
+    j["prompt_tokens"] = r.prompt.size();
+    j["tokens"] = r.tokens;
+    j["logits_hash"] = hex64(r.logits_hash);
+    j["prefill_logits_hash"] = hex64(r.prefill_logits_hash);
+    j["weights_bytes"] = resident.bytes();
+    j["load_s"] = resident.load_seconds();
+    j["time_s"] = {{"vision", t.of(Phase::vision)},
+                   {"prefill", t.of(Phase::prefill)},
+                   {"decode", t.of(Phase::decode)},
+                   {"expert", t.of(Phase::expert)},
+                   {"total", t.total_seconds}};
+    if (config.alpamayo() != nullptr) {
+      j["actions_hash"] = hex64(r.actions_hash);
+      j["actions"] = r.actions;
+      j["trajectory_xyz"] = r.trajectory_xyz;
+      j["trajectory_yaw"] = r.trajectory_yaw;
+    }
+    std::cout << j.dump() << '\n';
+    return;
+  }
+  std::printf("model      %s (%s), backend %s (%s)\n", architecture_name(config.arch),
+              a.model.c_str(), std::string(backend->name()).c_str(), backend->info().name.c_str());
+  std::printf("weights    %.1f MB resident, loaded in %.3f s\n",
+              static_cast<double>(resident.bytes()) / 1e6, resident.load_seconds());
+  std::printf("prompt     %zu tokens (rope delta %" PRId64 ")\n", r.prompt.size(), r.rope_delta);
+  std::printf("generated  %s\n", join(r.tokens).c_str());
+  std::printf("logits     last %s, prefill %s (FNV-1a 64 of bf16 logits)\n",
+              hex64(r.logits_hash).c_str(), hex64(r.prefill_logits_hash).c_str());
+  if (config.alpamayo() != nullptr && !r.trajectory_xyz.empty()) {
+    std::printf("actions    %s (FNV-1a 64 of f32), expert sees %" PRId64 " cache rows\n",
+                hex64(r.actions_hash).c_str(), r.expert_offset);
+    std::printf("trajectory %zu waypoints (x, y, z m) at", r.trajectory_xyz.size());
+    for (size_t i : {size_t{9}, size_t{19}, size_t{39}, r.trajectory_xyz.size() - 1}) {
+      if (i >= r.trajectory_xyz.size()) continue;
+      const auto& p = r.trajectory_xyz[i];
+      std::printf(" %zu: (%.2f, %.2f, %.2f)", i, p[0], p[1], p[2]);
+    }
+    std::printf("\n");
+  }
+  std::printf(
+      "time       vision %.3f s, prefill %.3f s, decode %.3f s, expert %.3f s, total %.3f s\n",
+      t.of(Phase::vision), t.of(Phase::prefill), t.of(Phase::decode), t.of(Phase::expert),
+      t.total_seconds);
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "(not built yet)");
-  cmd->callback([] { throw CLI::RuntimeError("ferry run: not built yet", 2); });
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "Run one inference on synthetic inputs");
+  cmd->add_option("--model", args->model, "Checkpoint folder (config.json + safetensors)")
+      ->required();
+  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)");
+  cmd->add_option("--images", args->images, "Number of images (vision models)");
+  cmd->add_option("--image-size", args->image_size, "HxW in pixels, multiples of 32");
+  cmd->add_option("--prompt-tokens", args->prompt_tokens, "Total prompt length (text + image)");
+  cmd->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Flow-matching steps (Alpamayo)");
+  cmd->add_option("--seed", args->seed, "Seed for every synthetic input")->capture_default_str();
+  auto* greedy = cmd->add_flag("--greedy", args->greedy, "Argmax decoding (the default)");
+  auto* temp = cmd->add_option("--temperature", args->temperature, "Sampling temperature");
+  auto* top_p = cmd->add_option("--top-p", args->top_p, "Top-p (nucleus) threshold");
+  greedy->excludes(temp)->excludes(top_p);
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_flag("--dry-run", args->dry_run, "Print the call sequence and exit");
+  cmd->add_option("--dump-logits", args->dump_logits,
+                  "Write [1 + decode steps, vocab] f32 logits (.npy): prefill's last position, "
+                  "then each decode step");
+  cmd->add_option("--dump-inputs", args->dump_inputs,
+                  "Write input_ids, position_ids, generated_ids (and pixel_values, "
+                  "image_grid_thw) as .npy into this folder");
+  cmd->callback([args] { run(*args); });
 }
 
 }  // namespace ferry::cli
