@@ -125,6 +125,18 @@ TEST(SafetensorsWrite, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
   EXPECT_EQ(header.find("__metadata__"), std::string::npos);
 }
 
+TEST(SafetensorsWrite, NamesAndMetadataNeedingJsonEscapesRoundTrip) {
+  TempDir dir;
+  const std::vector<TensorToWrite> ts = {make("q\"uote\\back/slash\ttab", DType::u8, {2}, 1),
+                                         make("\xc3\xbc\xe2\x9c\x93", DType::u8, {1}, 2)};
+  const std::map<std::string, std::string> md = {{"k\"", "v\n\\"}};
+  ASSERT_TRUE(write_safetensors(dir.str("e.safetensors"), ts, md).ok());
+  auto c = Checkpoint::open(dir.str("e.safetensors"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  expect_same(*c, ts, 1);
+  EXPECT_EQ(c->files()[0].header().metadata, md);
+}
+
 TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
   TempDir dir;
   std::vector<TensorToWrite> ts;
