@@ -40,12 +40,13 @@ Result<uint64_t> tensor_bytes(const TensorToWrite& t, const std::string& path) {
   if (t.name == "__metadata__") return bad("name is reserved");
   if (strict_json::find_invalid_utf8(t.name)) return bad("name is not valid UTF-8");
   if (!t.fill) return bad("no fill function");
+  for (int64_t d : t.shape)
+    if (d < 0) return bad("negative dimension " + std::to_string(d));
+  if (std::count(t.shape.begin(), t.shape.end(), 0) > 0) return uint64_t{0};
   uint64_t n = dtype_size(t.dtype);
   for (int64_t d : t.shape) {
-    if (d < 0) return bad("negative dimension " + std::to_string(d));
     const auto ud = static_cast<uint64_t>(d);
-    if (ud != 0 && n > std::numeric_limits<uint64_t>::max() / 2 / ud)
-      return bad("byte size overflows");
+    if (n > std::numeric_limits<uint64_t>::max() / 2 / ud) return bad("byte size overflows");
     n *= ud;
   }
   return n;

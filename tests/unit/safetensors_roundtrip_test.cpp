@@ -84,6 +84,7 @@ std::vector<TensorToWrite> mixed_tensors() {
   ts.push_back(make("a.mask", DType::bool_, {3, 3}, 5));
   ts.push_back(make("a.fp8", DType::f8_e4m3, {7}, 6));
   ts.push_back(make("z.half", DType::f16, {2, 2, 2}, 7));
+  ts.push_back(make("huge.but.empty", DType::u8, {1ll << 40, 1ll << 40, 0}, 8));
   return ts;
 }
 
@@ -247,6 +248,9 @@ TEST(SafetensorsWrite, RejectsBadInputWithoutWriting) {
   auto neg = write_safetensors(p, {make("a", DType::u8, {-1}, 0)});
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.error().message.find("negative dimension"), std::string::npos);
+  auto overflow = write_safetensors(p, {make("a", DType::u8, {1ll << 40, 1ll << 40}, 0)});
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.error().message.find("overflows"), std::string::npos);
   auto empty = write_safetensors(p, {make("", DType::u8, {1}, 0)});
   ASSERT_FALSE(empty.ok());
   auto reserved = write_safetensors(p, {make("__metadata__", DType::u8, {1}, 0)});
