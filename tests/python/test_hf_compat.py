@@ -81,6 +81,10 @@ def test_qwen3_vl_tiny_checkpoint_loads_and_runs(tmp_path):
     grid = torch.tensor([[1, 4, 4]])
     pixels = torch.randn(16, 3 * 2 * 16 * 16)
     ids = torch.tensor([[151644, 151652] + [151655] * 4 + [151653, 9707, 0]])
+    args = dict(input_ids=ids, pixel_values=pixels.to(torch.bfloat16), image_grid_thw=grid)
     with torch.no_grad():
-        out = model(input_ids=ids, pixel_values=pixels.to(torch.bfloat16), image_grid_thw=grid)
+        try:  # transformers 5.17 wants the token types (1 = image) for M-RoPE; 4.x does not
+            out = model(**args, mm_token_type_ids=(ids == 151655).to(torch.int32))
+        except TypeError:
+            out = model(**args)
     assert torch.isfinite(out.logits.float()).all()
