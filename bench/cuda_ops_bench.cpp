@@ -144,5 +144,34 @@ int main() {
             " hd=" + std::to_string(a.d) + (a.causal ? " causal" : ""),
         b.time(op), kv_bytes, flops);
   }
+  {
+    // Memory-bound ops at prefill size (bytes = read + written).
+    Bench b{**be, *stream, {}};
+    const int64_t m = 3000;
+    const int64_t h = 4096;
+    const int64_t i = 12288;
+    auto view = [&](int64_t r, int64_t c) {
+      return make_view(b.buffer(static_cast<size_t>(r * c) * 2), DType::bf16, r, c);
+    };
+    ferry::RmsNorm norm;
+    norm.x = view(m, h);
+    norm.w = view(1, h);
+    norm.y = view(m, h);
+    norm.dim = h;
+    row("rms_norm 3000x4096 bf16", b.time(norm), 4.0 * m * h, 0);
+    ferry::SwiGlu sw{view(m, i), view(m, i), view(m, i)};
+    row("swiglu 3000x12288", b.time(sw), 6.0 * m * i, 0);
+    ferry::Add add{view(m, h), view(m, h)};
+    row("add 3000x4096 bf16", b.time(add), 6.0 * m * h, 0);
+    ferry::Rope rope;
+    rope.x = view(m, h);
+    rope.cos = make_view(b.buffer(static_cast<size_t>(m * 64) * 4), DType::f32, m, 64);
+    rope.sin = make_view(b.buffer(static_cast<size_t>(m * 64) * 4), DType::f32, m, 64);
+    rope.num_heads = 32;
+    rope.head_dim = 128;
+    row("rope 3000x32x128 bf16", b.time(rope), 4.0 * m * h + 8.0 * m * 64, 0);
+    ferry::Argmax am{view(1, 155697), make_view(b.buffer(256), DType::i32, 1, 1)};
+    row("argmax 1x155697 bf16", b.time(am), 2.0 * 155697, 0);
+  }
   return 0;
 }
