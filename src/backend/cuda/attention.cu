@@ -173,11 +173,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
       const bool visible = key < ke && (!p.causal || key <= p.q_pos0 + qi);
       float dot = 0.0f;
       for (int d = 0; d < d_head; ++d) dot = __fmaf_rn(qs[r][d], ks[lane][d], dot);
-      const float s = visible ? __fmul_rn(dot, p.scale) : -INFINITY;
+      const float s = visible ? __fmul_rn(dot, p.scale_log2) : -INFINITY;
       const float m_new = fmaxf(m[t], warp_max(s));
       if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
-      const float e = visible ? expf(__fsub_rn(s, m_new)) : 0.0f;
-      const float corr = expf(__fsub_rn(m[t], m_new));  // 0 on the first visible tile
+      const float e = visible ? exp2f(__fsub_rn(s, m_new)) : 0.0f;
+      const float corr = exp2f(__fsub_rn(m[t], m_new));  // 0 on the first visible tile
       l[t] = __fmaf_rn(l[t], corr, warp_sum(e));
       m[t] = m_new;
 #pragma unroll
@@ -240,7 +240,7 @@ __global__ void attention_combine_kernel(const float* part_acc, const float* par
       const int64_t pr = s * rows + row;
       const float ms = part_ml[pr * 2];
       if (ms == -INFINITY) continue;
-      const float w = expf(__fsub_rn(ms, mx));
+      const float w = exp2f(__fsub_rn(ms, mx));
       l = __fmaf_rn(part_ml[pr * 2 + 1], w, l);
       a = __fmaf_rn(part_acc[pr * head_dim + d], w, a);
     }
@@ -308,7 +308,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   p.heads = op.num_heads;
   p.group = op.num_heads / op.num_kv_heads;
   p.head_dim = d_head;
-  p.scale = op.scale;
+  p.scale_log2 = op.scale * 1.4426950408889634f;  // log2(e): softmax runs in base 2
   p.causal = op.causal;
   p.q_pos0 = op.q_pos0;
 
