@@ -1,0 +1,103 @@
+// The Alpamayo-R1 action expert (spec §6): action_in_proj, the 36 expert decoder layers that read
+// the text model's KV cache, and action_out_proj with the Euler update of flow matching.
+//
+// One inference: begin(seed), then for step in [0, num_steps): run_in(step), run_layer(ℓ) for
+// every layer, run_out(step). The residual stream is fp32 (§6.3). run_out synchronizes the stream
+// and updates x on the host; actions() is valid after the last step.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/flow_matching.h"
+#include "model/weights.h"
+
+namespace ferry {
+
+// What one expert layer reads of the text model.
+struct ExpertLayerContext {
+  // The TEXT model's layer-ℓ cache: bf16 [rows >= cache_len, kv_heads·head_dim]. Read only.
+  TensorView k_cache, v_cache;
+  int64_t cache_len = 0;
+  // Cache rows [0, offset) are visible (offset <= cache_len: the prompt up to and including
+  // <|traj_future_start|>); the expert's own 64 tokens are always visible, non-causally.
+  int64_t offset = 0;
+  // Positions of the expert tokens: rope_pos0 + j in all three M-RoPE rows (§6.3 step 1).
+  int64_t rope_pos0 = 0;
+};
+
+class ActionExpert {
+ public:
+  static Result<ActionExpert> create(const AlpamayoConfig& config, Backend& backend);
+
+  ActionExpert(ActionExpert&&) noexcept = default;
+  ActionExpert& operator=(ActionExpert&&) noexcept = default;
+  ActionExpert(const ActionExpert&) = delete;
+  ActionExpert& operator=(const ActionExpert&) = delete;
+
+  // Seeded noise x0 [num_waypoints, 2] f32 and the Euler time grid (§6.4, §7.7).
+  void begin(uint64_t seed);
+  // Like begin, with a given x0 (tests).
+  void begin_with(std::vector<float> x0);
+
+  // "expert.in": host Fourier features of (x, t_step), then the action_in_proj MLP and LayerNorm
+  // into the fp32 residual stream.
+  Status run_in(Stream& stream, int step, const WeightGroup& group, void* base);
+  // "expert.layers.N": one decoder layer over the 64 tokens; keys = text cache rows [0, offset)
+  // then the expert's own 64 rows. Never writes the text cache.
+  Status run_layer(Stream& stream, int layer, const WeightGroup& group, void* base,
+                   const ExpertLayerContext& context);
+  // "expert.out": final norm, action_out_proj → velocity v (bf16); synchronizes the stream, then
+  // x += Δ_step · v on the host in fp32.
+  Status run_out(Stream& stream, int step, const WeightGroup& group, void* base);
+
+  int num_steps() const { return static_cast<int>(grid_.deltas.size()); }
+  int64_t num_tokens() const { return tokens_; }
+  // [num_waypoints·2] normalized (accel, curvature); after the last step, the sampled actions.
+  std::span<const float> actions() const { return x_; }
+  // [num_waypoints·2] the velocity of the last run_out (bf16 values as floats).
+  std::span<const float> last_velocity() const { return v_host_; }
+  TensorView residual() const;  // [tokens, hidden] f32 (debugging and tests)
+
+ private:
+  ActionExpert() = default;
+  Status prepare_rope(Stream& stream, int64_t rope_pos0);
+
+  AlpamayoConfig config_;
+  Backend* backend_ = nullptr;  // not owned
+  int64_t tokens_ = 0;          // num_waypoints (64)
+  TimeGrid grid_;
+  std::vector<float> x_;              // [tokens, 2] f32, the flow state
+  std::vector<float> features_host_;  // [tokens, 3·num_fourier_feats] f32
+  std::vector<int32_t> pos_host_;     // [tokens, 3]
+  std::vector<uint16_t> v_raw_;       // [tokens, 2] bf16 bits read back
+  std::vector<float> v_host_;
+  int64_t rope_pos0_ = -1;
+  bool rope_ready_ = false;
+
+  DeviceBuffer features_;  // [tokens, 60] f32
+  DeviceBuffer mlp_a_;     // [tokens, in_hidden] bf16
+  DeviceBuffer mlp_b_;     // [tokens, in_hidden] bf16
+  DeviceBuffer enc_;       // [tokens, hidden] bf16 (trunk.6 output)
+  DeviceBuffer h_;         // [tokens, hidden] f32 residual
+  DeviceBuffer norm_;      // [tokens, hidden] f32
+  DeviceBuffer q_;         // [tokens, heads·head_dim] bf16
+  DeviceBuffer k_;         // [tokens, kv_heads·head_dim] bf16, the expert's own keys
+  DeviceBuffer v_;         // [tokens, kv_heads·head_dim] bf16
+  DeviceBuffer attn_;      // [tokens, heads·head_dim] bf16
+  DeviceBuffer o_;         // [tokens, hidden] bf16
+  DeviceBuffer gate_;      // [tokens, intermediate] bf16
+  DeviceBuffer up_;        // [tokens, intermediate] bf16
+  DeviceBuffer act_;       // [tokens, intermediate] bf16
+  DeviceBuffer pos_;       // [tokens, 3] i32
+  DeviceBuffer cos_;       // [tokens, head_dim/2] f32
+  DeviceBuffer sin_;       // [tokens, head_dim/2] f32
+  DeviceBuffer velocity_;  // [tokens, 2] bf16
+};
+
+}  // namespace ferry
