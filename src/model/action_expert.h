@@ -31,9 +31,33 @@ struct ExpertLayerContext {
   int64_t rope_pos0 = 0;
 };
 
+// Precision of action_in_proj's Fourier frequencies f_k = logspace(0, log10(max_freq), n/2).
+// The reference builds these buffers with torch.logspace inside from_pretrained(dtype=bf16), so
+// they are most likely bf16 (spec §8.1: 1, 1.671875, 2.78125, 4.65625, 7.75, ...), and the
+// release checkpoint does not carry them. ferry computes them in fp32 and, by default, rounds them
+// to bf16; `f32` keeps the fp32 values. Dump the loaded reference buffers to settle it.
+enum class FourierFreqs : uint8_t { bf16_rounded, f32 };
+
+struct ExpertOptions {
+  FourierFreqs fourier_freqs = FourierFreqs::bf16_rounded;
+};
+
+// The n/2 Fourier frequencies (n = num_fourier_feats), in fp32 or rounded to bf16.
+std::vector<float> fourier_frequencies(int64_t num_fourier_feats, double max_freq,
+                                       FourierFreqs precision);
+// Feature rows F [tokens, (dims + 1)·n] f32 (spec §6.2): for each token, φ(x[token, d]) for every
+// action dim d, then φ(t); φ(u) = √2·[sin α_0.., cos α_0..] with α_k = ((u·f_k)·2)·π in fp32.
+void fourier_features(std::span<const float> x, int64_t tokens, int64_t dims, float t,
+                      std::span<const float> freqs, std::span<float> out);
+
+// Local tensor names of the expert groups. "expert.in" holds action_in_proj with the
+// "action_in_proj." prefix dropped: encoder.trunk.{0,3,6,...}.{weight,bias} (Linear),
+// encoder.trunk.{2,5,...}.weight (RMSNorm), norm.{weight,bias} (the final LayerNorm).
+// "expert.layers.N": the text-layer names; "expert.out": norm, action_out_proj.{weight,bias}.
 class ActionExpert {
  public:
-  static Result<ActionExpert> create(const AlpamayoConfig& config, Backend& backend);
+  static Result<ActionExpert> create(const AlpamayoConfig& config, Backend& backend,
+                                     ExpertOptions options = {});
 
   ActionExpert(ActionExpert&&) noexcept = default;
   ActionExpert& operator=(ActionExpert&&) noexcept = default;
@@ -69,7 +93,9 @@ class ActionExpert {
   Status prepare_rope(Stream& stream, int64_t rope_pos0);
 
   AlpamayoConfig config_;
+  ExpertOptions options_;
   Backend* backend_ = nullptr;  // not owned
+  std::vector<float> freqs_;    // n/2 Fourier frequencies
   int64_t tokens_ = 0;          // num_waypoints (64)
   TimeGrid grid_;
   std::vector<float> x_;              // [tokens, 2] f32, the flow state
@@ -83,7 +109,7 @@ class ActionExpert {
   DeviceBuffer features_;  // [tokens, 60] f32
   DeviceBuffer mlp_a_;     // [tokens, in_hidden] bf16
   DeviceBuffer mlp_b_;     // [tokens, in_hidden] bf16
-  DeviceBuffer enc_;       // [tokens, hidden] bf16 (trunk.6 output)
+  DeviceBuffer enc_;       // [tokens, hidden] bf16 (last trunk Linear output)
   DeviceBuffer h_;         // [tokens, hidden] f32 residual
   DeviceBuffer norm_;      // [tokens, hidden] f32
   DeviceBuffer q_;         // [tokens, heads·head_dim] bf16

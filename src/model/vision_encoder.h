@@ -66,11 +66,14 @@ class VisionEncoder {
 
  private:
   VisionEncoder() = default;
-  Status run_merger_common(Stream& stream, const WeightGroup& group, void* base, bool postshuffle,
-                           TensorView out);
+  // fc1 (erf GELU) and fc2 of a merger over `in` [T, 4H], into `out` [T, out_hidden].
+  Status run_merger_mlp(Stream& stream, const WeightGroup& group, void* base, TensorView in,
+                        TensorView out);
 
   VisionConfig config_;
   Backend* backend_ = nullptr;  // not owned
+  Activation block_act_ = Activation::gelu_tanh;
+  bool uploaded_ = false;
   std::vector<ImageGeometry> images_;
   std::vector<int64_t> patches_per_image_;
   int64_t num_patches_ = 0;
@@ -81,21 +84,19 @@ class VisionEncoder {
   std::vector<float> rope_cos_host_;    // [N, head_dim/2]
   std::vector<float> rope_sin_host_;    // [N, head_dim/2]
 
-  // Device buffers.
-  DeviceBuffer pixels_;      // [N, patch_values] f32
-  DeviceBuffer pos_idx_;     // [N, 4] i32
-  DeviceBuffer pos_weight_;  // [N, 4] f32
-  DeviceBuffer rope_cos_;    // [N, head_dim/2] f32
-  DeviceBuffer rope_sin_;    // [N, head_dim/2] f32
-  DeviceBuffer x_;           // [N, hidden] bf16 residual
-  DeviceBuffer norm_;        // [N, hidden] bf16 (also the pos-embed scratch)
-  DeviceBuffer qkv_;         // [N, 3·hidden] bf16
-  DeviceBuffer attn_;        // [N, hidden] bf16 (attention out, then projection out)
-  DeviceBuffer proj_;        // [N, hidden] bf16
-  DeviceBuffer mlp_;         // [N, intermediate] bf16; merger scratch [N/4, 4·hidden] fits too
-  DeviceBuffer merged_;      // [N/4, 4·hidden] bf16 (normed merger input)
-  DeviceBuffer merger_mid_;  // [N/4, 4·hidden] bf16 (fc1 output)
-  DeviceBuffer embeds_;      // [N/4, out_hidden] bf16
+  // Device buffers (N = num_patches, T = N/4, H = hidden).
+  DeviceBuffer pixels_;                  // [N, patch_values] f32
+  DeviceBuffer pos_idx_;                 // [N, 4] i32
+  DeviceBuffer pos_weight_;              // [N, 4] f32
+  DeviceBuffer rope_cos_;                // [N, head_dim/2] f32
+  DeviceBuffer rope_sin_;                // [N, head_dim/2] f32
+  DeviceBuffer x_;                       // [N, H] bf16: the residual stream
+  DeviceBuffer norm_;                    // [N, H] = [T, 4H] bf16: norm outputs, branch outputs
+  DeviceBuffer qkv_;                     // [N, 3H] bf16
+  DeviceBuffer attn_;                    // [N, H] bf16
+  DeviceBuffer mlp_;                     // [N, intermediate] bf16
+  DeviceBuffer merger_mid_;              // [T, 4H] bf16: merger fc1 output
+  DeviceBuffer embeds_;                  // [T, out_hidden] bf16
   std::vector<DeviceBuffer> deepstack_;  // each [N/4, out_hidden] bf16
 };
 
