@@ -149,12 +149,12 @@ Status ActionExpert::run_in(Stream& stream, int step, const WeightGroup& group, 
     const int64_t out_cols = last ? h : mid;
     const int64_t in_cols = layer == 0 ? feats : mid;
     if (layer > 0) {
-      const std::string nname = "encoder.trunk." + std::to_string(index) + ".weight";
+      const std::string nname = "trunk." + std::to_string(index) + ".weight";
       FERRY_ASSIGN_OR_RETURN(TensorView nw, group_tensor(group, base, nname, 1, mid));
       FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{cur, nw, cur, mid, eps}));
       ++index;
     }
-    const std::string lname = "encoder.trunk." + std::to_string(index);
+    const std::string lname = "trunk." + std::to_string(index);
     FERRY_ASSIGN_OR_RETURN(TensorView w,
                            group_tensor(group, base, lname + ".weight", out_cols, in_cols));
     TensorView bias;

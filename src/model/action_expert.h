@@ -50,10 +50,10 @@ std::vector<float> fourier_frequencies(int64_t num_fourier_feats, double max_fre
 void fourier_features(std::span<const float> x, int64_t tokens, int64_t dims, float t,
                       std::span<const float> freqs, std::span<float> out);
 
-// Local tensor names of the expert groups. "expert.in" holds action_in_proj with the
-// "action_in_proj." prefix dropped: encoder.trunk.{0,3,6,...}.{weight,bias} (Linear),
-// encoder.trunk.{2,5,...}.weight (RMSNorm), norm.{weight,bias} (the final LayerNorm).
-// "expert.layers.N": the text-layer names; "expert.out": norm, action_out_proj.{weight,bias}.
+// Local tensor names of the expert groups (as model/arch_alpamayo.cpp binds them). "expert.in":
+// trunk.{0,3,6,...}.{weight,bias} (the MLPEncoder Linears), trunk.{2,5,...}.weight (its
+// RMSNorms), norm.{weight,bias} (the final LayerNorm). "expert.layers.N": the text-layer names.
+// "expert.out": norm, action_out_proj.{weight,bias}.
 class ActionExpert {
  public:
   static Result<ActionExpert> create(const AlpamayoConfig& config, Backend& backend,

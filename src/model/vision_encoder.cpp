@@ -236,40 +236,57 @@ Status VisionEncoder::run_block(Stream& stream, int index, const WeightGroup& gr
   return b.run(stream, Add{x, nrm});
 }
 
-Status VisionEncoder::run_merger_mlp(Stream& stream, const WeightGroup& group, void* base,
-                                     TensorView in, TensorView out) {
-  const int64_t wide = 4 * config_.hidden_size, o = config_.out_hidden_size;
-  FERRY_ASSIGN_OR_RETURN(TensorView f1w, group_tensor(group, base, "fc1.weight", wide, wide));
-  FERRY_ASSIGN_OR_RETURN(TensorView f1b, group_tensor(group, base, "fc1.bias", 1, wide));
-  FERRY_ASSIGN_OR_RETURN(TensorView f2w, group_tensor(group, base, "fc2.weight", o, wide));
-  FERRY_ASSIGN_OR_RETURN(TensorView f2b, group_tensor(group, base, "fc2.bias", 1, o));
-  const TensorView mid = buffer_view(merger_mid_, DType::bf16, num_tokens(), wide);
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{in, f1w, f1b, mid, Activation::gelu_erf}));
-  return backend_->run(stream, Linear{mid, f2w, f2b, out});
+namespace {
+
+struct MergerWeights {
+  TensorView norm_w, norm_b, fc1_w, fc1_b, fc2_w, fc2_b;
+};
+
+// Every tensor of a merger group, looked up before anything is enqueued.
+Result<MergerWeights> merger_weights(const WeightGroup& group, void* base, int64_t norm_dim,
+                                     int64_t wide, int64_t out) {
+  MergerWeights m;
+  FERRY_ASSIGN_OR_RETURN(m.norm_w, group_tensor(group, base, "norm.weight", 1, norm_dim));
+  FERRY_ASSIGN_OR_RETURN(m.norm_b, group_tensor(group, base, "norm.bias", 1, norm_dim));
+  FERRY_ASSIGN_OR_RETURN(m.fc1_w, group_tensor(group, base, "fc1.weight", wide, wide));
+  FERRY_ASSIGN_OR_RETURN(m.fc1_b, group_tensor(group, base, "fc1.bias", 1, wide));
+  FERRY_ASSIGN_OR_RETURN(m.fc2_w, group_tensor(group, base, "fc2.weight", out, wide));
+  FERRY_ASSIGN_OR_RETURN(m.fc2_b, group_tensor(group, base, "fc2.bias", 1, out));
+  return m;
+}
+
+}  // namespace
+
+Status VisionEncoder::run_merger_impl(Stream& stream, const WeightGroup& group, void* base,
+                                      bool postshuffle, TensorView out) {
+  const int64_t n = num_patches_, t = num_tokens(), h = config_.hidden_size, wide = 4 * h;
+  FERRY_ASSIGN_OR_RETURN(MergerWeights m, merger_weights(group, base, postshuffle ? wide : h, wide,
+                                                         config_.out_hidden_size));
+  const auto eps = static_cast<float>(config_.layer_norm_eps);
+  Backend& b = *backend_;
+  // [N, H] and [N/4, 4H] are the same bytes: the 4 rows of a 2x2 window side by side.
+  if (postshuffle) {
+    // Deepstack: regroup first, then LayerNorm over 4·hidden.
+    FERRY_RETURN_IF_ERROR(b.run(stream, LayerNorm{hidden().reshaped(t, wide), m.norm_w, m.norm_b,
+                                                  buffer_view(norm_, DType::bf16, t, wide), eps}));
+  } else {
+    // Final merger: LayerNorm per patch over hidden, then regroup.
+    FERRY_RETURN_IF_ERROR(b.run(stream, LayerNorm{hidden(), m.norm_w, m.norm_b,
+                                                  buffer_view(norm_, DType::bf16, n, h), eps}));
+  }
+  const TensorView in = buffer_view(norm_, DType::bf16, t, wide);
+  const TensorView mid = buffer_view(merger_mid_, DType::bf16, t, wide);
+  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{in, m.fc1_w, m.fc1_b, mid, Activation::gelu_erf}));
+  return b.run(stream, Linear{mid, m.fc2_w, m.fc2_b, out});
 }
 
 Status VisionEncoder::run_deepstack(Stream& stream, int k, const WeightGroup& group, void* base) {
   if (k < 0 || k >= num_deepstack()) return invalid("deepstack index out of range");
-  const int64_t t = num_tokens(), wide = 4 * config_.hidden_size;
-  FERRY_ASSIGN_OR_RETURN(TensorView nw, group_tensor(group, base, "norm.weight", 1, wide));
-  FERRY_ASSIGN_OR_RETURN(TensorView nb, group_tensor(group, base, "norm.bias", 1, wide));
-  // Post-shuffle norm: regroup the 4 window rows first, then LayerNorm over 4·hidden.
-  const TensorView merged = hidden().reshaped(t, wide);
-  const TensorView nrm = buffer_view(norm_, DType::bf16, t, wide);
-  FERRY_RETURN_IF_ERROR(backend_->run(
-      stream, LayerNorm{merged, nw, nb, nrm, static_cast<float>(config_.layer_norm_eps)}));
-  return run_merger_mlp(stream, group, base, nrm, deepstack(k));
+  return run_merger_impl(stream, group, base, /*postshuffle=*/true, deepstack(k));
 }
 
 Status VisionEncoder::run_merger(Stream& stream, const WeightGroup& group, void* base) {
-  const int64_t n = num_patches_, h = config_.hidden_size;
-  FERRY_ASSIGN_OR_RETURN(TensorView nw, group_tensor(group, base, "norm.weight", 1, h));
-  FERRY_ASSIGN_OR_RETURN(TensorView nb, group_tensor(group, base, "norm.bias", 1, h));
-  // Pre-shuffle norm: LayerNorm per patch over hidden, then view the 4 window rows as one.
-  const TensorView nrm = buffer_view(norm_, DType::bf16, n, h);
-  FERRY_RETURN_IF_ERROR(backend_->run(
-      stream, LayerNorm{hidden(), nw, nb, nrm, static_cast<float>(config_.layer_norm_eps)}));
-  return run_merger_mlp(stream, group, base, nrm.reshaped(num_tokens(), 4 * h), image_embeds());
+  return run_merger_impl(stream, group, base, /*postshuffle=*/false, image_embeds());
 }
 
 namespace {

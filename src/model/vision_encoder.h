@@ -66,9 +66,10 @@ class VisionEncoder {
 
  private:
   VisionEncoder() = default;
-  // fc1 (erf GELU) and fc2 of a merger over `in` [T, 4H], into `out` [T, out_hidden].
-  Status run_merger_mlp(Stream& stream, const WeightGroup& group, void* base, TensorView in,
-                        TensorView out);
+  // A merger: LayerNorm (over hidden per patch, or over 4·hidden after regrouping when
+  // `postshuffle`), fc1 with erf GELU, fc2 into `out` [T, out_hidden].
+  Status run_merger_impl(Stream& stream, const WeightGroup& group, void* base, bool postshuffle,
+                         TensorView out);
 
   VisionConfig config_;
   Backend* backend_ = nullptr;  // not owned
