@@ -22,7 +22,8 @@ struct TensorInfo {
   std::string name;
   DType dtype = DType::f32;
   std::vector<int64_t> shape;
-  uint64_t begin = 0;  // byte offset from the start of the file (8 + header length + data_offsets[0])
+  uint64_t begin =
+      0;  // byte offset from the start of the file (8 + header length + data_offsets[0])
   uint64_t bytes = 0;  // data_offsets[1] - data_offsets[0]
 
   int64_t numel() const;
@@ -36,7 +37,8 @@ struct SafetensorsHeader {
 
 // Validates the whole file image: header and that the file length matches the data exactly.
 // `label` names the file in errors.
-Result<SafetensorsHeader> parse_safetensors(std::span<const std::byte> file, std::string_view label);
+Result<SafetensorsHeader> parse_safetensors(std::span<const std::byte> file,
+                                            std::string_view label);
 
 // model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard file name}}.
 struct SafetensorsIndex {
@@ -47,7 +49,8 @@ struct SafetensorsIndex {
 
 // Parses and validates the index text (JSON, shard names confined: no '/', no '\\', no "..",
 // not empty, ending in .safetensors). `label` names the file in errors.
-Result<SafetensorsIndex> parse_safetensors_index(std::string_view json_text, std::string_view label);
+Result<SafetensorsIndex> parse_safetensors_index(std::string_view json_text,
+                                                 std::string_view label);
 
 // One safetensors file, mapped and validated.
 class SafetensorsFile {

@@ -1,11 +1,165 @@
-// Placeholder until the CPU backend lands (issue 3); replaced, not extended.
+// The CPU backend: host memory as device memory, worker threads as streams, a shared thread pool
+// for the ops (cpu_ops.h).
 #include "backend/cpu/cpu_backend.h"
 
-namespace ferry {
+#include <unistd.h>
 
-std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions&) {
-  FERRY_CHECK(false, "cpu backend not built yet");
-  return nullptr;
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_streams.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace ferry {
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+cpu::CpuStream& as_cpu(Stream& s) {
+  auto* p = dynamic_cast<cpu::CpuStream*>(&s);
+  FERRY_CHECK(p != nullptr, "stream was not created by the cpu backend");
+  return *p;
+}
+
+cpu::CpuEvent& as_cpu(Event& e) {
+  auto* p = dynamic_cast<cpu::CpuEvent*>(&e);
+  FERRY_CHECK(p != nullptr, "event was not created by the cpu backend");
+  return *p;
+}
+
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : options_(options), pool_(std::make_shared<cpu::ThreadPool>(options.threads)) {}
+
+  std::string_view name() const override { return "cpu"; }
+
+  DeviceInfo info() const override {
+    DeviceInfo info;
+    info.name = "cpu (" + std::to_string(pool_->threads()) + " threads)";
+    info.total_bytes = physical_memory_bytes();
+    return info;
+  }
+
+  Result<DeviceBuffer> allocate(size_t bytes) override {
+    if (bytes > SIZE_MAX - kAlignment) {
+      return make_error(ErrorCode::out_of_memory,
+                        "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    // aligned_alloc wants a size that is a multiple of the alignment; 0 bytes still gets a block.
+    const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) {
+      return make_error(ErrorCode::out_of_memory,
+                        "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    return DeviceBuffer(this, p, bytes);
+  }
+
+  std::unique_ptr<Stream> create_stream() override {
+    const uint64_t n = stream_counter_.fetch_add(1);
+    return std::make_unique<cpu::CpuStream>(options_.max_delay_us,
+                                            options_.delay_seed + 0x9e3779b97f4a7c15ull * (n + 1));
+  }
+
+  std::unique_ptr<Event> create_event() override { return std::make_unique<cpu::CpuEvent>(); }
+
+  void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
+    enqueue_copy(stream, dst, host_src, bytes);
+  }
+  void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override {
+    enqueue_copy(stream, host_dst, src, bytes);
+  }
+  void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) override {
+    enqueue_copy(stream, dst, src, bytes);
+  }
+
+  void fill_zero(Stream& stream, void* dst, size_t bytes) override {
+    as_cpu(stream).enqueue([dst, bytes] {
+      if (bytes > 0) std::memset(dst, 0, bytes);
+      return Status();
+    });
+  }
+
+  Status run(Stream& stream, const Op& op) override {
+    FERRY_RETURN_IF_ERROR(validate(op));
+    as_cpu(stream).enqueue([op, pool = pool_] { return cpu::execute(op, pool.get()); });
+    return Status();
+  }
+
+  void record(Event& event, Stream& stream) override {
+    std::shared_ptr<cpu::EventState> state = as_cpu(event).state();
+    uint64_t generation = 0;
+    {
+      std::lock_guard lock(state->mutex);
+      generation = ++state->recorded;
+    }
+    as_cpu(stream).enqueue([state, generation] {
+      {
+        std::lock_guard lock(state->mutex);
+        state->completed = std::max(state->completed, generation);
+      }
+      state->cv.notify_all();
+      return Status();
+    });
+  }
+
+  void wait(Stream& stream, Event& event) override {
+    std::shared_ptr<cpu::EventState> state = as_cpu(event).state();
+    uint64_t target = 0;
+    {
+      std::lock_guard lock(state->mutex);
+      target = state->recorded;
+    }
+    if (target == 0) return;  // never recorded: nothing to wait for (as in CUDA)
+    as_cpu(stream).enqueue([state, target] {
+      std::unique_lock lock(state->mutex);
+      state->cv.wait(lock, [&] { return state->completed >= target; });
+      return Status();
+    });
+  }
+
+  Status synchronize(Stream& stream) override { return as_cpu(stream).synchronize(); }
+
+  Status synchronize(Event& event) override {
+    const std::shared_ptr<cpu::EventState>& state = as_cpu(event).state();
+    std::unique_lock lock(state->mutex);
+    const uint64_t target = state->recorded;
+    state->cv.wait(lock, [&] { return state->completed >= target; });
+    return Status();
+  }
+
+ protected:
+  void free(void* data, size_t) override { std::free(data); }
+
+ private:
+  void enqueue_copy(Stream& stream, void* dst, const void* src, size_t bytes) {
+    as_cpu(stream).enqueue([dst, src, bytes] {
+      if (bytes > 0) std::memcpy(dst, src, bytes);
+      return Status();
+    });
+  }
+
+  CpuBackendOptions options_;
+  std::shared_ptr<cpu::ThreadPool> pool_;
+  std::atomic<uint64_t> stream_counter_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
 }
 
 }  // namespace ferry

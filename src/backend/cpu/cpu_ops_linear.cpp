@@ -1,0 +1,86 @@
+// Linear and SwiGLU: the matrix product and the gated MLP activation.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/cpu_common.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/thread_pool.h"
+
+namespace ferry::cpu {
+namespace {
+
+// Tile sizes: a tile of kTileN weight rows is reused across all x rows, kBlockM x rows at a time,
+// so the weight tile stays in cache while the x block is read from L1/L2.
+constexpr int64_t kTileN = 32;
+constexpr int64_t kBlockM = 8;
+
+}  // namespace
+
+Status linear(const Linear& op, ThreadPool* pool) {
+  const int64_t m_rows = op.x.rows;
+  const int64_t k_dim = op.x.cols;
+  const int64_t n_cols = op.w.rows;
+  if (m_rows == 0 || n_cols == 0) return Status();
+
+  // x once as f32 with bf16 values (an f32 input is rounded to bf16, as autocast does).
+  std::vector<float> xf(static_cast<size_t>(m_rows * k_dim));
+  parallel_for(pool, m_rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, k_dim)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t m = begin; m < end; ++m) {
+                   float* dst = xf.data() + m * k_dim;
+                   load_row_f32(op.x, m, dst);
+                   if (op.x.dtype == DType::f32) {
+                     for (int64_t k = 0; k < k_dim; ++k) dst[k] = round_bf16(dst[k]);
+                   }
+                 }
+               });
+
+  const bool has_bias = !op.bias.empty();
+  const bool y_bf16 = op.y.dtype == DType::bf16;
+  auto finish = [&](int64_t m, int64_t n, float acc) {
+    if (has_bias) acc += bf16_to_f32(row_ptr<const uint16_t>(op.bias, 0)[n]);
+    if (y_bf16) {
+      const float t = round_bf16(acc);
+      row_ptr<uint16_t>(op.y, m)[n] = f32_to_bf16(activate(op.act, t));
+    } else {
+      row_ptr<float>(op.y, m)[n] = activate(op.act, acc);
+    }
+  };
+
+  const int64_t num_tiles = (n_cols + kTileN - 1) / kTileN;
+  parallel_for(pool, num_tiles, 1, [&](int64_t tile_begin, int64_t tile_end) {
+    for (int64_t tile = tile_begin; tile < tile_end; ++tile) {
+      const int64_t n0 = tile * kTileN;
+      const int64_t n1 = std::min(n_cols, n0 + kTileN);
+      for (int64_t m0 = 0; m0 < m_rows; m0 += kBlockM) {
+        const int64_t m1 = std::min(m_rows, m0 + kBlockM);
+        for (int64_t n = n0; n < n1; ++n) {
+          const uint16_t* wrow = row_ptr<const uint16_t>(op.w, n);
+          for (int64_t m = m0; m < m1; ++m) {
+            finish(m, n, dot_f32(xf.data() + m * k_dim, wrow, k_dim));
+          }
+        }
+      }
+    }
+  });
+  return Status();
+}
+
+Status swiglu(const SwiGlu& op, ThreadPool* pool) {
+  const int64_t cols = op.out.cols;
+  parallel_for(pool, op.out.rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, cols)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t r = begin; r < end; ++r) {
+                   const uint16_t* g = row_ptr<const uint16_t>(op.gate, r);
+                   const uint16_t* u = row_ptr<const uint16_t>(op.up, r);
+                   uint16_t* o = row_ptr<uint16_t>(op.out, r);
+                   for (int64_t c = 0; c < cols; ++c) {
+                     const float a = round_bf16(silu(bf16_to_f32(g[c])));
+                     o[c] = f32_to_bf16(a * bf16_to_f32(u[c]));
+                   }
+                 }
+               });
+  return Status();
+}
+
+}  // namespace ferry::cpu

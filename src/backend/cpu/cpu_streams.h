@@ -1,0 +1,71 @@
+// Streams and events of the CPU backend (internal to backend/cpu).
+//
+// A stream is one worker thread consuming a queue of closures in order. An event is a generation
+// counter: record() bumps `recorded` and enqueues a marker that raises `completed` to that
+// generation when it runs; a wait enqueues a closure that blocks its stream until `completed`
+// reaches the generation recorded at the time of the wait call.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "backend/backend.h"
+
+namespace ferry::cpu {
+
+class CpuStream final : public Stream {
+ public:
+  // max_delay_us > 0: sleep a random 0..max_delay_us (from `seed`) before each item.
+  CpuStream(int max_delay_us, uint64_t seed);
+  ~CpuStream() override;  // finishes every queued item, then joins the thread
+  CpuStream(const CpuStream&) = delete;
+  CpuStream& operator=(const CpuStream&) = delete;
+
+  // Items run in enqueue order on the stream's thread. A failed item's error is kept (the
+  // first one) and returned by synchronize(); later items still run, so events still fire.
+  void enqueue(std::function<Status()> item);
+  // Blocks until every item enqueued so far has run; returns and clears the stored error.
+  Status synchronize();
+
+ private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::deque<std::function<Status()>> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  std::optional<Error> error_;
+  bool stopping_ = false;
+  int max_delay_us_ = 0;
+  std::mt19937_64 rng_;
+  std::thread thread_;  // last: starts after every other member is ready
+};
+
+// Shared by the event and the markers and waits that refer to it, so an event may be destroyed
+// while work referring to it is still queued.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t recorded = 0;   // generation of the latest record()
+  uint64_t completed = 0;  // highest generation whose marker has run
+};
+
+class CpuEvent final : public Event {
+ public:
+  CpuEvent() : state_(std::make_shared<EventState>()) {}
+  const std::shared_ptr<EventState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<EventState> state_;
+};
+
+}  // namespace ferry::cpu

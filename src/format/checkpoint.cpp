@@ -1,0 +1,127 @@
+// A checkpoint on disk: one safetensors file or an index and its shards, cross-checked.
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "format/safetensors.h"
+#include "format/strict_json.h"
+
+namespace ferry {
+namespace {
+
+namespace fs = std::filesystem;
+using strict_json::quote;
+
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kSingleName = "model.safetensors";
+constexpr uint64_t kMaxIndexBytes = 100'000'000;
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Result<Checkpoint> Checkpoint::open(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return make_error(ErrorCode::io, path + ": no such file or folder");
+
+  std::string index_path;
+  std::string single_path;
+  Checkpoint c;
+  if (fs::is_directory(st)) {
+    c.dir_ = path;
+    const std::string idx = (fs::path(path) / kIndexName).string();
+    const std::string one = (fs::path(path) / kSingleName).string();
+    if (fs::exists(idx, ec)) {
+      index_path = idx;
+    } else if (fs::exists(one, ec)) {
+      single_path = one;
+    } else {
+      return make_error(ErrorCode::io, path + ": folder holds neither " + std::string(kIndexName) +
+                                           " nor " + kSingleName);
+    }
+  } else {
+    const fs::path parent = fs::path(path).parent_path();
+    c.dir_ = parent.empty() ? "." : parent.string();
+    if (ends_with(path, ".index.json")) {
+      index_path = path;
+    } else if (ends_with(path, ".safetensors")) {
+      single_path = path;
+    } else {
+      return make_error(ErrorCode::invalid_argument,
+                        path + ": expected a folder, a .safetensors file or an .index.json file");
+    }
+  }
+
+  if (!single_path.empty()) {
+    FERRY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(single_path));
+    c.files_.push_back(std::move(f));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(MappedFile text, MappedFile::open(index_path));
+    if (text.bytes().size() > kMaxIndexBytes)
+      return make_error(ErrorCode::format,
+                        index_path + ": larger than " + std::to_string(kMaxIndexBytes) + " bytes");
+    const std::string_view json_text(reinterpret_cast<const char*>(text.bytes().data()),
+                                     text.bytes().size());
+    FERRY_ASSIGN_OR_RETURN(SafetensorsIndex index, parse_safetensors_index(json_text, index_path));
+    for (const std::string& shard : index.shards) {
+      FERRY_ASSIGN_OR_RETURN(SafetensorsFile f,
+                             SafetensorsFile::open((fs::path(c.dir_) / shard).string()));
+      c.files_.push_back(std::move(f));
+    }
+    // Cross-check: every tensor in exactly one shard, and that shard is the one the index names.
+    std::map<std::string_view, size_t> found;  // tensor -> shard that holds it
+    for (size_t i = 0; i < c.files_.size(); ++i) {
+      const std::string& shard = index.shards[i];
+      for (const TensorInfo& t : c.files_[i].header().tensors) {
+        auto [it, fresh] = found.emplace(t.name, i);
+        if (!fresh)
+          return make_error(ErrorCode::format, index_path + ": tensor " + quote(t.name) +
+                                                   " is in two shards, " +
+                                                   index.shards[it->second] + " and " + shard);
+        auto listed = index.weight_map.find(t.name);
+        if (listed == index.weight_map.end())
+          return make_error(ErrorCode::format, index_path + ": shard " + shard + " holds tensor " +
+                                                   quote(t.name) + " that the index does not list");
+        if (listed->second != shard)
+          return make_error(ErrorCode::format, index_path + ": tensor " + quote(t.name) +
+                                                   " is in " + shard + " but the index names " +
+                                                   listed->second);
+      }
+    }
+    for (const auto& [name, shard] : index.weight_map)
+      if (!found.count(name))
+        return make_error(ErrorCode::format, index_path + ": tensor " + quote(name) +
+                                                 " is listed in " + shard +
+                                                 " but that shard does not hold it");
+  }
+
+  for (size_t i = 0; i < c.files_.size(); ++i)
+    for (const TensorInfo& t : c.files_[i].header().tensors) {
+      c.by_name_.emplace(t.name, c.entries_.size());
+      c.entries_.push_back(Entry{&t, i});
+    }
+  return c;
+}
+
+const Checkpoint::Entry* Checkpoint::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &entries_[it->second];
+}
+
+std::span<const std::byte> Checkpoint::data(const Entry& e) const {
+  FERRY_CHECK(e.shard < files_.size(), "entry of another checkpoint");
+  return files_[e.shard].data(*e.info);
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t n = 0;
+  for (const Entry& e : entries_) n += e.info->bytes;
+  return n;
+}
+
+}  // namespace ferry

@@ -1,0 +1,226 @@
+// Writing safetensors files and sharded checkpoints. Data goes straight into a shared mapping of
+// the output file, filled by several threads, so a 22 GB checkpoint never sits in anonymous memory.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "format/safetensors.h"
+#include "format/strict_json.h"
+
+namespace ferry {
+namespace {
+
+namespace fs = std::filesystem;
+using ordered_json = nlohmann::ordered_json;
+using strict_json::quote;
+
+Error io_error(const std::string& path, const char* what, int err) {
+  return make_error(ErrorCode::io, path + ": " + what + ": " + std::strerror(err));
+}
+
+// Bytes of a tensor to write, or an error naming it.
+Result<uint64_t> tensor_bytes(const TensorToWrite& t, const std::string& path) {
+  auto bad = [&](const std::string& msg) {
+    return make_error(ErrorCode::invalid_argument, path + ": tensor " + quote(t.name) + ": " + msg);
+  };
+  if (t.name.empty()) return make_error(ErrorCode::invalid_argument, path + ": empty tensor name");
+  if (t.name.find('\0') != std::string::npos) return bad("name contains a NUL byte");
+  if (t.name == "__metadata__") return bad("name is reserved");
+  if (strict_json::find_invalid_utf8(t.name)) return bad("name is not valid UTF-8");
+  if (!t.fill) return bad("no fill function");
+  uint64_t n = dtype_size(t.dtype);
+  for (int64_t d : t.shape) {
+    if (d < 0) return bad("negative dimension " + std::to_string(d));
+    const auto ud = static_cast<uint64_t>(d);
+    if (ud != 0 && n > std::numeric_limits<uint64_t>::max() / 2 / ud)
+      return bad("byte size overflows");
+    n *= ud;
+  }
+  return n;
+}
+
+Status check_metadata(const std::map<std::string, std::string>& metadata, const std::string& path) {
+  for (const auto& [k, v] : metadata)
+    if (strict_json::find_invalid_utf8(k) || strict_json::find_invalid_utf8(v))
+      return make_error(ErrorCode::invalid_argument,
+                        path + ": metadata entry " + quote(k) + " is not valid UTF-8");
+  return {};
+}
+
+// Closes and (unless released) removes a partly written temporary file.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  bool keep = false;
+  ~TempFile() {
+    if (fd >= 0) ::close(fd);
+    if (!keep) ::unlink(path.c_str());
+  }
+};
+
+struct Mapping {
+  void* data = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (data != MAP_FAILED) ::munmap(data, size);
+  }
+};
+
+// Runs every fill into its span with up to hardware_concurrency threads (largest first, so one
+// big embedding does not start last). Exceptions from fill come back as an error.
+Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* data,
+                     const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes,
+                     const std::string& path) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::string failure;  // written once, by the thread that sets `failed`
+  auto work = [&] {
+    for (size_t k = next++; k < order.size() && !failed; k = next++) {
+      const size_t i = order[k];
+      try {
+        tensors[i].fill(std::span<std::byte>(data + offsets[i], static_cast<size_t>(sizes[i])));
+      } catch (const std::exception& e) {
+        if (!failed.exchange(true)) failure = tensors[i].name + ": " + e.what();
+      } catch (...) {
+        if (!failed.exchange(true)) failure = tensors[i].name + ": unknown exception";
+      }
+    }
+  };
+  const size_t n_threads =
+      std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), tensors.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n_threads; ++i) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  if (failed) return make_error(ErrorCode::internal, path + ": fill of tensor " + failure);
+  return {};
+}
+
+}  // namespace
+
+Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  FERRY_RETURN_IF_ERROR(check_metadata(metadata, path));
+  ordered_json header = ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<uint64_t> sizes;
+  std::vector<uint64_t> offsets;
+  std::set<std::string_view> names;
+  uint64_t data_bytes = 0;
+  for (const TensorToWrite& t : tensors) {
+    FERRY_ASSIGN_OR_RETURN(uint64_t n, tensor_bytes(t, path));
+    if (!names.insert(t.name).second)
+      return make_error(ErrorCode::invalid_argument, path + ": duplicate tensor " + quote(t.name));
+    if (data_bytes > std::numeric_limits<uint64_t>::max() / 2 - n)
+      return make_error(ErrorCode::invalid_argument, path + ": total size overflows");
+    header[t.name] = {{"dtype", dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {data_bytes, data_bytes + n}}};
+    offsets.push_back(data_bytes);
+    sizes.push_back(n);
+    data_bytes += n;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as HF pads
+  const uint64_t data_start = 8 + text.size();
+  const uint64_t total = data_start + data_bytes;
+  if (total > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+    return make_error(ErrorCode::invalid_argument, path + ": file too large");
+
+  TempFile tmp{path + ".tmp"};
+  tmp.fd = ::open(tmp.path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp.fd < 0) {
+    tmp.keep = true;  // nothing of ours to remove
+    return io_error(tmp.path, "cannot create", errno);
+  }
+  if (::ftruncate(tmp.fd, static_cast<off_t>(total)) != 0)
+    return io_error(tmp.path, "cannot size", errno);
+  // Reserve the blocks now: running out of disk later would be a SIGBUS on a mapped write.
+  if (int rc = ::posix_fallocate(tmp.fd, 0, static_cast<off_t>(total));
+      rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
+    return io_error(tmp.path, "cannot reserve space", rc);
+  {
+    Mapping map;
+    map.size = static_cast<size_t>(total);
+    map.data = ::mmap(nullptr, map.size, PROT_READ | PROT_WRITE, MAP_SHARED, tmp.fd, 0);
+    if (map.data == MAP_FAILED) return io_error(tmp.path, "cannot mmap", errno);
+    auto* bytes = static_cast<std::byte*>(map.data);
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xFF);
+    std::memcpy(bytes + 8, text.data(), text.size());
+    FERRY_RETURN_IF_ERROR(parallel_fill(tensors, bytes + data_start, offsets, sizes, path));
+  }
+  if (::close(std::exchange(tmp.fd, -1)) != 0) return io_error(tmp.path, "cannot close", errno);
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
+    return io_error(path, "cannot rename into place", errno);
+  tmp.keep = true;
+  return {};
+}
+
+Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors,
+                        uint64_t max_shard_bytes,
+                        const std::map<std::string, std::string>& metadata) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(ErrorCode::io, dir + ": cannot create folder: " + ec.message());
+
+  // Greedy in order: a shard closes when the next tensor would take it past the limit.
+  std::vector<std::vector<TensorToWrite>> shards;
+  uint64_t in_shard = 0;
+  uint64_t total = 0;
+  for (const TensorToWrite& t : tensors) {
+    FERRY_ASSIGN_OR_RETURN(uint64_t n, tensor_bytes(t, dir));
+    if (shards.empty() || (!shards.back().empty() && in_shard + n > max_shard_bytes)) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(t);
+    in_shard += n;
+    total += n;
+  }
+  const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  if (shards.size() <= 1) {
+    // A stale index would take precedence over the file written now.
+    fs::remove(index_path, ec);
+    return write_safetensors((fs::path(dir) / "model.safetensors").string(),
+                             shards.empty() ? std::vector<TensorToWrite>{} : shards[0], metadata);
+  }
+  nlohmann::json weight_map = nlohmann::json::object();  // sorted by name, as transformers writes
+  for (size_t i = 0; i < shards.size(); ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    FERRY_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / name).string(), shards[i], metadata));
+    for (const TensorToWrite& t : shards[i]) weight_map[t.name] = name;
+  }
+  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  const std::string text = index.dump(2) + "\n";
+  const std::string tmp = index_path.string() + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return io_error(tmp, "cannot create", errno);
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !closed) {
+    std::remove(tmp.c_str());
+    return make_error(ErrorCode::io, tmp + ": cannot write");
+  }
+  if (std::rename(tmp.c_str(), index_path.string().c_str()) != 0)
+    return io_error(index_path.string(), "cannot rename into place", errno);
+  return {};
+}
+
+}  // namespace ferry
