@@ -10,11 +10,12 @@
 namespace ferry {
 namespace {
 
+// "[3, 8]"; a negative extent (in an expected shape: "any") prints as "*".
 std::string shape_str(int64_t rows, int64_t cols) {
   std::string s = "[";
-  s += std::to_string(rows);
+  s += rows < 0 ? std::string("*") : std::to_string(rows);
   s += ", ";
-  s += std::to_string(cols);
+  s += cols < 0 ? std::string("*") : std::to_string(cols);
   s += "]";
   return s;
 }
@@ -193,8 +194,7 @@ Status check_head_dim(const Checker& c, int head_dim) {
 Status check(const Rope& op) {
   const Checker c("rope");
   if (op.math != RopeMath::bf16 && op.math != RopeMath::f32) return c.fail("math", "unknown value");
-  // bf16 arithmetic only makes sense on bf16 data; the fp32 variant also takes f32 data.
-  FERRY_RETURN_IF_ERROR(c.view("x", op.x, op.math == RopeMath::bf16 ? kBf16 : kFloat));
+  FERRY_RETURN_IF_ERROR(c.view("x", op.x, kBf16));
   FERRY_RETURN_IF_ERROR(c.positive("num_heads", op.num_heads));
   FERRY_RETURN_IF_ERROR(check_head_dim(c, op.head_dim));
   FERRY_RETURN_IF_ERROR(c.shape("x", op.x, -1, int64_t{op.num_heads} * op.head_dim));

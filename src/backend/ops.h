@@ -158,7 +158,8 @@ struct PosEmbedInterp {
   TensorView table, idx, weight, out;
 };
 
-// out[r] = the first column index of the largest value of row r (NaN never wins).
+// out[r] = the first column index of the largest value of row r (NaN never wins; a row of only
+// NaN gives 0).
 // x: [M, N] bf16|f32; out: [M, 1] i32.
 struct Argmax {
   TensorView x, out;

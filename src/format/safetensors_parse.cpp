@@ -228,13 +228,14 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.map_ = std::move(map);
   f.header_ = std::move(header);
+  for (size_t i = 0; i < f.header_.tensors.size(); ++i)
+    f.by_name_.emplace(f.header_.tensors[i].name, i);
   return f;
 }
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const {
-  for (const TensorInfo& t : header_.tensors)
-    if (t.name == name) return &t;
-  return nullptr;
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &header_.tensors[it->second];
 }
 
 std::span<const std::byte> SafetensorsFile::data(const TensorInfo& t) const {

@@ -208,6 +208,10 @@ def build():
            "file length == data start + last end (data not cut short)",
            st_bytes(hdr(a=A8), DATA8[:7]))
     # --- checkpoints: folders, indexes, shards ---
+    reject_dir("ambiguous_checkpoint", "holds both model.safetensors.index.json and "
+               "model.safetensors", "a folder holds an index or model.safetensors, not both",
+               {"model.safetensors.index.json": index({"a": S1}), S1: single("a"),
+                "model.safetensors": single("a")})
     reject_dir("no_checkpoint", "neither model.safetensors.index.json nor model.safetensors",
                "a folder must hold an index or model.safetensors", {"config.json": b"{}\n"})
 

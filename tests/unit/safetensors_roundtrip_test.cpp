@@ -172,18 +172,46 @@ TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
   EXPECT_EQ(via_index->entries().size(), ts.size());
 }
 
-TEST(SafetensorsWrite, SingleShardHasNoIndexAndReplacesAStaleOne) {
+TEST(SafetensorsWrite, RewritingAFolderRemovesTheEarlierCheckpointOnly) {
   TempDir dir;
   const auto ts = mixed_tensors();
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 1000).ok());  // several shards
+  fs::create_directories(dir.str("ck"));
+  { std::ofstream(dir.str("ck/config.json")) << "{}"; }
+  { std::ofstream(dir.str("ck/model-extra.safetensors")) << "not ours"; }
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 20).ok());  // many shards
   ASSERT_TRUE(fs::exists(dir.str("ck/model.safetensors.index.json")));
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts).ok());  // one shard now
+  size_t many = 0;
+  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+    many += e.path().filename().string().starts_with("model-0");
+  EXPECT_GT(many, 3u);
+
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 800).ok());  // fewer shards
+  auto fewer = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(fewer.ok()) << fewer.error().message;
+  size_t now = 0;
+  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+    now += e.path().filename().string().starts_with("model-0");
+  EXPECT_EQ(now, fewer->files().size()) << "stale shards of the first write were left";
+  EXPECT_LT(now, many);
+
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts).ok());  // one file
   EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors.index.json")));
+  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+    EXPECT_FALSE(e.path().filename().string().starts_with("model-0")) << e.path();
   auto c = Checkpoint::open(dir.str("ck"));
   ASSERT_TRUE(c.ok()) << c.error().message;
   ASSERT_EQ(c->files().size(), 1u);
   EXPECT_EQ(fs::path(c->files()[0].path()).filename(), "model.safetensors");
   expect_same(*c, ts, 0);
+
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 800).ok());  // sharded again
+  EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors")));
+  auto again = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  expect_same(*again, ts, 0);
+  // Files that are not checkpoint outputs stay.
+  EXPECT_TRUE(fs::exists(dir.str("ck/config.json")));
+  EXPECT_TRUE(fs::exists(dir.str("ck/model-extra.safetensors")));
 }
 
 TEST(SafetensorsWrite, ManyTensorsFilledInParallel) {

@@ -114,4 +114,26 @@ inline float activate(Activation act, float u) {
   return u;
 }
 
+// R dot products at once, of rows x + r·x_stride (r < R) with one bf16 row w: each weight block
+// is converted once and reused R times. Every output is summed exactly as dot_f32 sums it.
+template <int R>
+inline void dot_rows_f32(const float* x, int64_t x_stride, const uint16_t* w, int64_t n,
+                         float* out) {
+  float s[R][8] = {};
+  const int64_t n8 = n - n % 8;
+  for (int64_t k = 0; k < n8; k += 8) {
+    float wf[8];
+    for (int j = 0; j < 8; ++j) wf[j] = bf16_to_f32(w[k + j]);
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < 8; ++j) s[r][j] += x[r * x_stride + k + j] * wf[j];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float* a = s[r];
+    float total = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (int64_t k = n8; k < n; ++k) total += x[r * x_stride + k] * bf16_to_f32(w[k]);
+    out[r] = total;
+  }
+}
+
 }  // namespace ferry::cpu

@@ -1,7 +1,9 @@
 // Element-wise and row-movement ops, argmax, and the op dispatch.
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <variant>
+#include <vector>
 
 #include "backend/cpu/cpu_common.h"
 #include "backend/cpu/cpu_ops.h"
@@ -41,6 +43,15 @@ Status add(const Add& op, ThreadPool* pool) {
 
 Status add_rows(const AddRows& op, ThreadPool* pool) {
   FERRY_RETURN_IF_ERROR(check_indices("add_rows", "rows", op.rows, op.dst.rows));
+  std::vector<bool> seen(static_cast<size_t>(op.dst.rows), false);
+  for (int64_t i = 0; i < op.rows.rows; ++i) {
+    const int32_t r = index_at(op.rows, i);
+    if (seen[static_cast<size_t>(r)]) {
+      return make_error(ErrorCode::invalid_argument, "add_rows: rows: row " + std::to_string(r) +
+                                                         " repeats (rows must be distinct)");
+    }
+    seen[static_cast<size_t>(r)] = true;
+  }
   // Rows are distinct (ops.h), so ranges of i touch disjoint dst rows.
   parallel_for(pool, op.src.rows, rows_per_range(op.src.cols), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) add_row(op.dst, index_at(op.rows, i), op.src, i);
