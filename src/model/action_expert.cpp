@@ -120,6 +120,16 @@ void ActionExpert::begin_with(std::vector<float> x0) {
   x_ = std::move(x0);
 }
 
+uint64_t ActionExpert::activation_bytes() const {
+  uint64_t total = 0;
+  for (const DeviceBuffer* d :
+       {&features_, &mlp_a_, &mlp_b_, &enc_, &h_, &norm_, &q_, &k_, &v_, &attn_, &o_, &gate_, &up_,
+        &act_, &pos_, &cos_, &sin_, &velocity_}) {
+    total += d->bytes();
+  }
+  return total;
+}
+
 TensorView ActionExpert::residual() const {
   return buffer_view(h_, DType::f32, tokens_, config_.expert.hidden_size);
 }

@@ -87,6 +87,8 @@ class ActionExpert {
   // [num_waypoints·2] the velocity of the last run_out (bf16 values as floats).
   std::span<const float> last_velocity() const { return v_host_; }
   TensorView residual() const;  // [tokens, hidden] f32 (debugging and tests)
+  // Device bytes of every activation buffer it allocated (for budgets).
+  uint64_t activation_bytes() const;
 
  private:
   ActionExpert() = default;

@@ -29,6 +29,29 @@ int64_t side_of(int64_t n) {
 
 }  // namespace
 
+template <class F>
+Status VisionEncoder::for_each_buffer(F&& f) {
+  const VisionConfig& c = config_;
+  const int64_t n = num_patches_, h = c.hidden_size, t = n / 4, half = c.head_dim() / 2;
+  deepstack_.resize(c.deepstack_visual_indexes.size());
+  FERRY_RETURN_IF_ERROR(f(pixels_, n, c.patch_values(), DType::f32));
+  FERRY_RETURN_IF_ERROR(f(pos_idx_, n, 4, DType::i32));
+  FERRY_RETURN_IF_ERROR(f(pos_weight_, n, 4, DType::f32));
+  FERRY_RETURN_IF_ERROR(f(rope_cos_, n, half, DType::f32));
+  FERRY_RETURN_IF_ERROR(f(rope_sin_, n, half, DType::f32));
+  FERRY_RETURN_IF_ERROR(f(x_, n, h, DType::bf16));
+  FERRY_RETURN_IF_ERROR(f(norm_, n, h, DType::bf16));
+  FERRY_RETURN_IF_ERROR(f(qkv_, n, 3 * h, DType::bf16));
+  FERRY_RETURN_IF_ERROR(f(attn_, n, h, DType::bf16));
+  FERRY_RETURN_IF_ERROR(f(mlp_, n, c.intermediate_size, DType::bf16));
+  FERRY_RETURN_IF_ERROR(f(merger_mid_, t, 4 * h, DType::bf16));
+  FERRY_RETURN_IF_ERROR(f(embeds_, t, c.out_hidden_size, DType::bf16));
+  for (DeviceBuffer& d : deepstack_) {
+    FERRY_RETURN_IF_ERROR(f(d, t, c.out_hidden_size, DType::bf16));
+  }
+  return Status::ok_status();
+}
+
 Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend& backend,
                                             std::vector<ImageGeometry> images) {
   const VisionConfig& c = config;
@@ -72,7 +95,6 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
   e.images_ = std::move(images);
 
   // Host tables, per image in window order, concatenated.
-  const int64_t half = c.head_dim() / 2;
   for (const ImageGeometry& g : e.images_) {
     const int64_t gh = g.height / c.patch_size, gw = g.width / c.patch_size;
     PosEmbedTable pe = pos_embed_table(gh, gw, c.spatial_merge_size, side);
@@ -83,25 +105,22 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
     e.rope_sin_host_.insert(e.rope_sin_host_.end(), rt.sin.begin(), rt.sin.end());
   }
 
-  const int64_t n = e.num_patches_, h = c.hidden_size, t = n / 4;
-  Backend& b = backend;
-  FERRY_ASSIGN_OR_RETURN(e.pixels_, allocate_matrix(b, n, c.patch_values(), DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.pos_idx_, allocate_matrix(b, n, 4, DType::i32));
-  FERRY_ASSIGN_OR_RETURN(e.pos_weight_, allocate_matrix(b, n, 4, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.rope_cos_, allocate_matrix(b, n, half, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.rope_sin_, allocate_matrix(b, n, half, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.x_, allocate_matrix(b, n, h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.norm_, allocate_matrix(b, n, h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.qkv_, allocate_matrix(b, n, 3 * h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.attn_, allocate_matrix(b, n, h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.mlp_, allocate_matrix(b, n, c.intermediate_size, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.merger_mid_, allocate_matrix(b, t, 4 * h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.embeds_, allocate_matrix(b, t, c.out_hidden_size, DType::bf16));
-  for (size_t k = 0; k < c.deepstack_visual_indexes.size(); ++k) {
-    FERRY_ASSIGN_OR_RETURN(DeviceBuffer d, allocate_matrix(b, t, c.out_hidden_size, DType::bf16));
-    e.deepstack_.push_back(std::move(d));
-  }
+  FERRY_RETURN_IF_ERROR(
+      e.for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols, DType dtype) -> Status {
+        FERRY_ASSIGN_OR_RETURN(buf, allocate_matrix(backend, rows, cols, dtype));
+        return Status::ok_status();
+      }));
   return e;
+}
+
+uint64_t VisionEncoder::activation_bytes() const {
+  uint64_t total = 0;
+  for (const DeviceBuffer* d : {&pixels_, &pos_idx_, &pos_weight_, &rope_cos_, &rope_sin_, &x_,
+                                &norm_, &qkv_, &attn_, &mlp_, &merger_mid_, &embeds_}) {
+    total += d->bytes();
+  }
+  for (const DeviceBuffer& d : deepstack_) total += d.bytes();
+  return total;
 }
 
 std::vector<int64_t> VisionEncoder::tokens_per_image() const {

@@ -63,9 +63,14 @@ class VisionEncoder {
   TensorView image_embeds() const;    // [num_tokens, out_hidden] bf16, prompt order
   TensorView deepstack(int k) const;  // [num_tokens, out_hidden] bf16
   int num_deepstack() const { return static_cast<int>(deepstack_.size()); }
+  // Device bytes of every activation and table buffer it allocated (for budgets).
+  uint64_t activation_bytes() const;
 
  private:
   VisionEncoder() = default;
+  // Calls f(buffer, rows, cols, dtype) for every device buffer, in one fixed order.
+  template <class F>
+  Status for_each_buffer(F&& f);
   // A merger: LayerNorm (over hidden per patch, or over 4·hidden after regrouping when
   // `postshuffle`), fc1 with erf GELU, fc2 into `out` [T, out_hidden].
   Status run_merger_impl(Stream& stream, const WeightGroup& group, void* base, bool postshuffle,

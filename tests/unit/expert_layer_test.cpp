@@ -149,6 +149,11 @@ TEST(ExpertLayer, GroupsMatchFloat64Reference) {
   ActionExpert& ex = *made;
   Stream& s = *f.stream;
   ASSERT_EQ(ex.num_steps(), 3);
+  // Features f32 [8, 24]; trunk bf16 2x[8, 16]; enc bf16, residual and norm f32 [8, 32]; q, k, v,
+  // attn, o bf16; gate, up, act bf16 [8, 40]; positions i32 [8, 3]; cos/sin f32 [8, 4]; v bf16.
+  EXPECT_EQ(ex.activation_bytes(),
+            8u * (24 * 4 + 2 * 16 * 2 + 32 * 2 + 2 * 32 * 4 + (32 + 16 + 16 + 32 + 32) * 2 +
+                  3 * 40 * 2 + 3 * 4 + 2 * 4 * 4 + 2 * 2));
   const std::vector<float> x0 = test_x0();
   ex.begin_with(x0);
 
