@@ -171,8 +171,8 @@ void run(const RunArgs& a) {
   opts.keep_all_logits = !a.dump_logits.empty();
   opts.keep_inputs = !a.dump_inputs.empty();
   const InferenceResult r = check(run_inference(*backend, config, weights, resident, w, opts));
-  if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
   if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
+  if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
 
   const PhaseTimes& t = r.times;
   if (a.json) {

@@ -1,5 +1,6 @@
 #include "model/inference.h"
 
+#include "model/alpamayo_runner.h"
 #include "model/qwen3_runner.h"
 
 namespace ferry {
@@ -13,7 +14,7 @@ Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& confi
       return run_qwen3(backend, config, weights, provider, workload, options);
     case Architecture::qwen3_vl:
     case Architecture::alpamayo_r1:
-      break;
+      return run_vision_language(backend, config, weights, provider, workload, options);
   }
   return make_error(ErrorCode::unsupported, std::string("run: ") + architecture_name(config.arch) +
                                                 " is not supported yet");

@@ -120,5 +120,54 @@ TEST(Golden, Qwen3TinySampled) {
       Golden{{75375, 61353, 5591, 117337, 31944}, 0x290c556be509083cull, 0x663697bca3c7985cull, 0});
 }
 
+TEST(Golden, Qwen3VlTiny) {
+  TinyModel m("qwen3-vl-tiny");
+  Workload w;
+  w.num_images = 2;
+  w.image_height = 64;
+  w.image_width = 96;
+  w.prompt_tokens = 60;
+  w.gen_tokens = 4;
+  w.seed = 11;
+  auto a = m.run(w);
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  // 2 images of 2x3 merged tokens: the grid advances positions by 3, not 6.
+  EXPECT_EQ(a->rope_delta, 2 * (3 - 6));
+  expect_golden(
+      *a, Golden{{47496, 34120, 30074, 30074}, 0x606eb467c71a6d62ull, 0x00b5a19524358b9dull, 0});
+}
+
+TEST(Golden, AlpamayoTinyAndTheExpertLeavesTheCacheAlone) {
+  TinyModel m("alpamayo-tiny");
+  Workload w;
+  w.num_images = 2;
+  w.image_height = 64;
+  w.image_width = 96;
+  w.prompt_tokens = 120;
+  w.gen_tokens = 5;
+  w.flow_steps = 3;
+  w.seed = 5;
+  InferenceOptions opts;
+  opts.hash_kv_cache = true;
+  auto a = m.run(w, opts);
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  ASSERT_EQ(a->tokens.size(), 5u);
+  // The last generated token is <|traj_future_start|>, and the expert sees the whole cache.
+  EXPECT_EQ(a->tokens.back(), 155681);
+  EXPECT_EQ(a->expert_offset, 120 + 5);
+  for (int32_t t : a->tokens) EXPECT_TRUE(t < 151669 || t >= 155669) << t;  // <i*> masked
+  EXPECT_EQ(a->actions.size(), 128u);
+  EXPECT_EQ(a->trajectory_xyz.size(), 64u);
+  EXPECT_NE(a->kv_hash_before_expert, 0u);
+  EXPECT_EQ(a->kv_hash_before_expert, a->kv_hash_after_expert);
+  auto b = m.run(w);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(a->actions, b->actions);
+  expect_golden(*a, Golden{{28802, 143313, 8004, 49534, 155681},
+                           0x813d712f3831baceull,
+                           0xd8792f994cf2cd8eull,
+                           0xa8c062c2dd40767full});
+}
+
 }  // namespace
 }  // namespace ferry

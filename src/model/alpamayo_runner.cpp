@@ -1,0 +1,235 @@
+#include "model/alpamayo_runner.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "model/action_expert.h"
+#include "model/ego_history.h"
+#include "model/prompt.h"
+#include "model/rope_index.h"
+#include "model/text_generation.h"
+#include "model/vision_encoder.h"
+
+namespace ferry {
+
+namespace {
+
+// Spec §5.3: 1 + the index of the first <|traj_future_start|> in prompt + generated tokens.
+int64_t first_future_offset(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
+                            int32_t future_start) {
+  auto it = std::find(tokens.begin(), tokens.end(), future_start);
+  const auto n = static_cast<int64_t>(prompt.size());
+  if (it == tokens.end()) return n + static_cast<int64_t>(tokens.size());
+  return n + static_cast<int64_t>(it - tokens.begin()) + 1;
+}
+
+// Synchronizes the stream and hashes every byte of the text KV cache.
+Result<uint64_t> hash_kv_cache(Stream& stream, TextDecoder& decoder) {
+  const KvCache& cache = decoder.cache();
+  std::vector<std::byte> host(cache.bytes());
+  decoder.backend().copy_to_host(stream, host.data(), cache.data(), host.size());
+  FERRY_RETURN_IF_ERROR(decoder.backend().synchronize(stream));
+  return fnv1a64(host.data(), host.size());
+}
+
+class VisionLanguageHandler : public CallHandler {
+ public:
+  VisionLanguageHandler(std::optional<VisionEncoder>& vision, std::span<const float> pixels,
+                        TextGeneration& text, std::optional<ActionExpert>& expert,
+                        int32_t future_start, bool hash_cache)
+      : hash_cache_(hash_cache),
+        vision_(vision),
+        pixels_(pixels),
+        text_(text),
+        expert_(expert),
+        future_start_(future_start) {}
+
+  // Cache rows [0, offset) the expert sees; fixed when the first expert call arrives (decode is
+  // over by then).
+  int64_t expert_offset = -1;
+  uint64_t kv_hash_before_expert = 0;
+
+  Status run_call(Stream& stream, const Call& call, const WeightGroup& group, void* base) override {
+    switch (call.phase) {
+      case Phase::vision:
+        return run_vision(stream, group, base);
+      case Phase::prefill:
+      case Phase::decode:
+        return text_.run_call(stream, call, group, base);
+      case Phase::expert:
+        return run_expert(stream, call, group, base);
+    }
+    return make_error(ErrorCode::internal, "unknown phase");
+  }
+
+ private:
+  Status run_vision(Stream& stream, const WeightGroup& group, void* base) {
+    if (!vision_) return make_error(ErrorCode::internal, "vision call without images");
+    switch (group.kind) {
+      case GroupKind::vision_patch:
+        FERRY_RETURN_IF_ERROR(vision_->upload_pixels(stream, pixels_));
+        return vision_->run_patch(stream, group, base);
+      case GroupKind::vision_block:
+        return vision_->run_block(stream, group.layer, group, base);
+      case GroupKind::vision_merger:
+        // Deepstack mergers carry their index k; the final merger has none.
+        if (group.layer >= 0) return vision_->run_deepstack(stream, group.layer, group, base);
+        return vision_->run_merger(stream, group, base);
+      default:
+        return make_error(ErrorCode::internal, group.name + " is not a vision group");
+    }
+  }
+
+  Status run_expert(Stream& stream, const Call& call, const WeightGroup& group, void* base) {
+    if (!expert_) return make_error(ErrorCode::internal, "expert call for a model without one");
+    if (expert_offset < 0) {
+      expert_offset = first_future_offset(text_.prompt(), text_.tokens(), future_start_);
+      if (hash_cache_) {
+        FERRY_ASSIGN_OR_RETURN(kv_hash_before_expert, hash_kv_cache(stream, text_.decoder()));
+      }
+    }
+    switch (group.kind) {
+      case GroupKind::expert_in:
+        return expert_->run_in(stream, call.step, group, base);
+      case GroupKind::expert_layer: {
+        const KvCache& cache = text_.decoder().cache();
+        ExpertLayerContext ctx;
+        ctx.k_cache = cache.k(group.layer);
+        ctx.v_cache = cache.v(group.layer);
+        ctx.cache_len = cache.length();
+        ctx.offset = expert_offset;
+        // Spec §6.3: positions continue from rope_delta, not from the cache length.
+        ctx.rope_pos0 = expert_offset + text_.positions().rope_delta;
+        return expert_->run_layer(stream, group.layer, group, base, ctx);
+      }
+      case GroupKind::expert_out:
+        return expert_->run_out(stream, call.step, group, base);
+      default:
+        return make_error(ErrorCode::internal, group.name + " is not an expert group");
+    }
+  }
+
+  bool hash_cache_;
+  std::optional<VisionEncoder>& vision_;
+  std::span<const float> pixels_;
+  TextGeneration& text_;
+  std::optional<ActionExpert>& expert_;
+  int32_t future_start_;
+};
+
+}  // namespace
+
+Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig& config,
+                                            const ModelWeights& weights, GroupProvider& provider,
+                                            const Workload& workload,
+                                            const InferenceOptions& options) {
+  const Qwen3VLConfig* vlm = config.vlm();
+  if (vlm == nullptr) return make_error(ErrorCode::internal, "not a vision-language model");
+  const AlpamayoConfig* alpamayo = config.alpamayo();
+  FERRY_ASSIGN_OR_RETURN(std::vector<Call> calls, call_sequence(weights, config, workload));
+
+  // Vision inputs.
+  std::optional<VisionEncoder> vision;
+  std::vector<float> pixels;
+  std::vector<int64_t> tokens_per_image;
+  std::vector<std::array<int64_t, 3>> grids;
+  if (workload.num_images > 0) {
+    std::vector<ImageGeometry> geoms(static_cast<size_t>(workload.num_images),
+                                     ImageGeometry{workload.image_height, workload.image_width});
+    FERRY_ASSIGN_OR_RETURN(VisionEncoder enc, VisionEncoder::create(vlm->vision, backend, geoms));
+    tokens_per_image = enc.tokens_per_image();
+    grids = enc.merged_grids();
+    pixels = synthetic_pixel_values(sub_seed(workload.seed, 3), geoms, vlm->vision);
+    vision.emplace(std::move(enc));
+  }
+
+  // Prompt and rotary positions.
+  EgoHistory history;
+  Prompt prompt;
+  if (alpamayo != nullptr) {
+    history = synthetic_history(sub_seed(workload.seed, 4));
+    const auto hist_ids = history_tokens(history);
+    FERRY_ASSIGN_OR_RETURN(prompt,
+                           alpamayo_prompt(sub_seed(workload.seed, 1), workload.prompt_tokens,
+                                           tokens_per_image, hist_ids, *alpamayo));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(prompt, qwen3_vl_prompt(sub_seed(workload.seed, 1),
+                                                   workload.prompt_tokens, tokens_per_image, *vlm));
+  }
+  FERRY_ASSIGN_OR_RETURN(RopePositions positions,
+                         rope_index(prompt.ids, static_cast<int32_t>(vlm->image_token_id), grids));
+
+  GenerationParams params;
+  params.gen_tokens = workload.gen_tokens;
+  params.decode_steps = decode_steps(config, workload);
+  params.sampling = workload.sampling;
+  params.seed = sub_seed(workload.seed, 2);
+  params.keep_all_logits = options.keep_all_logits;
+  if (alpamayo != nullptr) {
+    // ExpertLogitsProcessor masks every <i*> trajectory id (spec §5.1, §7.9).
+    params.mask = LogitsMask{alpamayo->traj_token_start_idx,
+                             alpamayo->traj_token_start_idx + alpamayo->traj_vocab_size};
+    params.final_token = static_cast<int32_t>(alpamayo->traj_future_start_token_id);
+  }
+  FERRY_ASSIGN_OR_RETURN(TextGeneration text,
+                         TextGeneration::create(vlm->text, backend, prompt.ids, positions, params));
+  if (vision) {
+    VisualInjection inj;
+    inj.image_embeds = vision->image_embeds();
+    for (int k = 0; k < vision->num_deepstack(); ++k) inj.deepstack.push_back(vision->deepstack(k));
+    inj.rows = prompt.image_rows;
+    text.set_visual(std::move(inj));
+  }
+
+  std::optional<ActionExpert> expert;
+  if (alpamayo != nullptr) {
+    AlpamayoConfig ac = *alpamayo;
+    ac.diffusion.num_inference_steps = workload.flow_steps;
+    FERRY_ASSIGN_OR_RETURN(ActionExpert e, ActionExpert::create(ac, backend));
+    e.begin(sub_seed(workload.seed, 5));
+    expert.emplace(std::move(e));
+  }
+
+  auto stream = backend.create_stream();
+  const auto future_start =
+      static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
+  VisionLanguageHandler handler(vision, pixels, text, expert, future_start, options.hash_kv_cache);
+  FERRY_ASSIGN_OR_RETURN(PhaseTimes times,
+                         execute(backend, *stream, weights, calls, provider, handler));
+
+  InferenceResult r;
+  r.prompt = text.prompt();
+  r.positions = text.positions().pos;
+  r.rope_delta = text.positions().rope_delta;
+  r.tokens = text.tokens();
+  r.prefill_logits = text.prefill_logits();
+  r.step_logits = std::move(text.step_logits());
+  r.logits_hash = text.last_logits_hash();
+  r.prefill_logits_hash = text.prefill_logits_hash();
+  r.times = times;
+  if (options.keep_inputs && vision) {
+    r.pixel_values = std::move(pixels);
+    r.patch_values = vlm->vision.patch_values();
+    for (const auto& g : grids) {
+      r.image_grids.push_back(
+          {g[0], g[1] * vlm->vision.spatial_merge_size, g[2] * vlm->vision.spatial_merge_size});
+    }
+  }
+  if (expert) {
+    const auto acts = expert->actions();
+    r.actions.assign(acts.begin(), acts.end());
+    r.actions_hash = fnv1a64(r.actions.data(), r.actions.size() * sizeof(float));
+    r.expert_offset = handler.expert_offset;
+    if (options.hash_kv_cache) {
+      r.kv_hash_before_expert = handler.kv_hash_before_expert;
+      FERRY_ASSIGN_OR_RETURN(r.kv_hash_after_expert, hash_kv_cache(*stream, text.decoder()));
+    }
+    const Trajectory traj = unicycle_decode(acts, history, alpamayo->action_space);
+    r.trajectory_xyz = traj.xyz;
+    r.trajectory_yaw = traj.yaw;
+  }
+  return r;
+}
+
+}  // namespace ferry
