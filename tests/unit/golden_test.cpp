@@ -40,11 +40,12 @@ class TinyModel {
   }
   ~TinyModel() { std::filesystem::remove_all(dir_); }
 
-  Result<InferenceResult> run(const Workload& w, const InferenceOptions& options = {}) {
+  Result<InferenceResult> run(const Workload& w, const InferenceOptions& options = {},
+                              const CpuBackendOptions& cpu = {}) {
     FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config_));
     FERRY_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir_));
     FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ckpt));
-    auto backend = create_cpu_backend();
+    auto backend = create_cpu_backend(cpu);
     auto stream = backend->create_stream();
     FERRY_ASSIGN_OR_RETURN(ResidentWeights resident,
                            ResidentWeights::load(*backend, *stream, weights, ckpt));
@@ -167,6 +168,30 @@ TEST(Golden, AlpamayoTinyAndTheExpertLeavesTheCacheAlone) {
                            0x813d712f3831baceull,
                            0xd8792f994cf2cd8eull,
                            0xa8c062c2dd40767full});
+}
+
+// Stream ordering: every enqueued item sleeps a random while first, so a host buffer released
+// too early or a missing synchronization would change the result.
+TEST(Golden, SameBitsUnderRandomStreamDelays) {
+  TinyModel m("alpamayo-tiny");
+  Workload w;
+  w.num_images = 1;
+  w.image_height = 64;
+  w.image_width = 64;
+  w.prompt_tokens = 80;
+  w.gen_tokens = 3;
+  w.flow_steps = 2;
+  w.seed = 21;
+  auto plain = m.run(w);
+  ASSERT_TRUE(plain.ok()) << plain.error().to_string();
+  CpuBackendOptions delays;
+  delays.max_delay_us = 30;
+  delays.delay_seed = 5;
+  auto delayed = m.run(w, {}, delays);
+  ASSERT_TRUE(delayed.ok()) << delayed.error().to_string();
+  EXPECT_EQ(plain->tokens, delayed->tokens);
+  EXPECT_EQ(plain->logits_hash, delayed->logits_hash);
+  EXPECT_EQ(plain->actions_hash, delayed->actions_hash);
 }
 
 }  // namespace
