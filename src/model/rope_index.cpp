@@ -43,7 +43,6 @@ Result<RopePositions> rope_index(std::span<const int32_t> ids, int32_t image_tok
       set(ed + k, base + ti, base + hi, base + wi);
     }
     max_pos = base + std::max({gt, gh, gw}) - 1;
-    if (ed > st) max_pos = std::max(max_pos, base - 1);
     next = max_pos + 1;
     st = ed + count;
   }
