@@ -33,6 +33,7 @@ struct SynthOptions {
   uint64_t seed = 0;
   std::string max_shard = "5GB";
   bool force = false;
+  bool config_only = false;
 };
 
 // Prints "synth: 45% 10.0/22.1 GB, 3.2 GB/s" to stderr while the fills run (RAII thread).
@@ -126,6 +127,7 @@ Status run_synth(const SynthOptions& o) {
   FERRY_RETURN_IF_ERROR(prepare_dir(o.out, o.force));
   FERRY_RETURN_IF_ERROR(
       write_text((fs::path(o.out) / "config.json").string(), write_config(config)));
+  if (o.config_only) return Status();
 
   std::atomic<uint64_t> done{0};
   std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done);
@@ -164,6 +166,7 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--seed", opts->seed, "random seed (default 0)");
   cmd->add_option("--max-shard", opts->max_shard, "largest shard, e.g. 5GB, 500MB, 2GiB");
   cmd->add_flag("--force", opts->force, "overwrite a checkpoint already in --out");
+  cmd->add_flag("--config-only", opts->config_only, "write config.json only, no weights");
   cmd->callback([opts] {
     Status s;
     try {

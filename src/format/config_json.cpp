@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "format/config_json_reader.h"
 #include "model/presets.h"

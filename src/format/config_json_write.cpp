@@ -231,7 +231,7 @@ json qwen3_json(const TextConfig& t) {
   j["bos_token_id"] = 151643;
   j["eos_token_id"] = 151645;
   j["max_window_layers"] = t.num_layers;
-  j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = t.mrope_section.empty() ? json(nullptr) : rope_scaling_json(t);
   j["sliding_window"] = nullptr;
   j["use_sliding_window"] = false;
   j["tie_word_embeddings"] = t.tie_word_embeddings;
@@ -249,7 +249,7 @@ json llama_json(const TextConfig& t) {
   j["eos_token_id"] = 2;
   j["mlp_bias"] = false;
   j["pretraining_tp"] = 1;
-  j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = t.mrope_section.empty() ? json(nullptr) : rope_scaling_json(t);
   j["tie_word_embeddings"] = t.tie_word_embeddings;
   j["torch_dtype"] = t.dtype;
   j["transformers_version"] = "4.41.0";

@@ -150,6 +150,8 @@ uint64_t read_le64(const std::byte* p) {
 }  // namespace
 
 int64_t TensorInfo::numel() const {
+  for (int64_t d : shape)
+    if (d == 0) return 0;  // the other dims may multiply past int64 (see parse)
   int64_t n = 1;
   for (int64_t d : shape) n *= d;  // validated at parse time not to overflow
   return n;

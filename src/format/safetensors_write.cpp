@@ -24,7 +24,6 @@ namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
-using ordered_json = nlohmann::ordered_json;
 using strict_json::quote;
 
 Error io_error(const std::string& path, const char* what, int err) {
@@ -41,12 +40,13 @@ Result<uint64_t> tensor_bytes(const TensorToWrite& t, const std::string& path) {
   if (t.name == "__metadata__") return bad("name is reserved");
   if (strict_json::find_invalid_utf8(t.name)) return bad("name is not valid UTF-8");
   if (!t.fill) return bad("no fill function");
+  for (int64_t d : t.shape)
+    if (d < 0) return bad("negative dimension " + std::to_string(d));
+  if (std::count(t.shape.begin(), t.shape.end(), 0) > 0) return uint64_t{0};
   uint64_t n = dtype_size(t.dtype);
   for (int64_t d : t.shape) {
-    if (d < 0) return bad("negative dimension " + std::to_string(d));
     const auto ud = static_cast<uint64_t>(d);
-    if (ud != 0 && n > std::numeric_limits<uint64_t>::max() / 2 / ud)
-      return bad("byte size overflows");
+    if (n > std::numeric_limits<uint64_t>::max() / 2 / ud) return bad("byte size overflows");
     n *= ud;
   }
   return n;
@@ -152,8 +152,10 @@ Status remove_stale_outputs(const std::string& dir, const std::set<std::string>&
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata) {
   FERRY_RETURN_IF_ERROR(check_metadata(metadata, path));
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // The header text is assembled entry by entry (nlohmann's ordered_json would look every key
+  // up linearly); names and metadata are escaped by nlohmann.
+  std::string text = "{";
+  if (!metadata.empty()) text += "\"__metadata__\":" + nlohmann::json(metadata).dump();
   std::vector<uint64_t> sizes;
   std::vector<uint64_t> offsets;
   std::set<std::string_view> names;
@@ -164,14 +166,19 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
       return make_error(ErrorCode::invalid_argument, path + ": duplicate tensor " + quote(t.name));
     if (data_bytes > std::numeric_limits<uint64_t>::max() / 2 - n)
       return make_error(ErrorCode::invalid_argument, path + ": total size overflows");
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {data_bytes, data_bytes + n}}};
+    if (text.size() > 1) text += ',';
+    text += nlohmann::json(t.name).dump();
+    text += ":{\"dtype\":\"";
+    text += dtype_name(t.dtype);
+    text += "\",\"shape\":";
+    text += nlohmann::json(t.shape).dump();
+    text += ",\"data_offsets\":[" + std::to_string(data_bytes) + "," +
+            std::to_string(data_bytes + n) + "]}";
     offsets.push_back(data_bytes);
     sizes.push_back(n);
     data_bytes += n;
   }
-  std::string text = header.dump();
+  text += '}';
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as HF pads
   const uint64_t data_start = 8 + text.size();
   const uint64_t total = data_start + data_bytes;

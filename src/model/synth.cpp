@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 #include <string_view>
+#include <thread>
 
 #include "core/bf16.h"
 
@@ -45,6 +46,14 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | half);
 }
 
+// f32_to_bf16 without the NaN case (every generated value is finite): same rounding, no branch.
+inline uint16_t bf16_of_finite(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
 }  // namespace
 
 SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec) {
@@ -73,15 +82,24 @@ namespace {
 // Calls store(k, value) for elements first .. first+n-1, one 64-bit draw per 4 elements.
 template <class Store>
 void generate(uint64_t key, float scale, uint64_t first, size_t n, Store store) {
+  auto draw = [key](uint64_t block) { return splitmix64(key + block * 0x9e3779b97f4a7c15ull); };
+  auto value = [scale](uint64_t r, unsigned j) {
+    return (static_cast<float>(static_cast<uint16_t>(r >> (16 * j))) - 32767.5f) * scale;
+  };
   uint64_t i = first;
   size_t k = 0;
-  while (k < n) {
-    const uint64_t r = splitmix64(key + (i >> 2) * 0x9e3779b97f4a7c15ull);
-    for (unsigned j = static_cast<unsigned>(i & 3); j < 4 && k < n; ++j, ++k, ++i) {
-      const auto bits = static_cast<uint16_t>(r >> (16 * j));
-      store(k, (static_cast<float>(bits) - 32767.5f) * scale);
-    }
+  // Head: up to the next multiple of 4 elements.
+  for (; k < n && (i & 3) != 0; ++k, ++i)
+    store(k, value(draw(i >> 2), static_cast<unsigned>(i & 3)));
+  // Body: whole blocks of 4, one draw each, straight-line.
+  for (; k + 4 <= n; k += 4, i += 4) {
+    const uint64_t r = draw(i >> 2);
+    store(k, value(r, 0));
+    store(k + 1, value(r, 1));
+    store(k + 2, value(r, 2));
+    store(k + 3, value(r, 3));
   }
+  for (; k < n; ++k, ++i) store(k, value(draw(i >> 2), static_cast<unsigned>(i & 3)));
 }
 
 }  // namespace
@@ -118,7 +136,7 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
     }
     default: {  // bf16
       auto store = [p](size_t k, float v) {
-        const uint16_t h = f32_to_bf16(v);
+        const uint16_t h = bf16_of_finite(v);
         std::memcpy(p + 2 * k, &h, 2);
       };
       if (init.ones) {
@@ -147,13 +165,33 @@ std::vector<TensorToWrite> synth_tensors(const ModelWeights& weights, uint64_t s
       t.dtype = spec.dtype;
       t.shape = spec.shape;
       t.fill = [seed, tensor_index, s, init, progress](std::span<std::byte> bytes) {
-        constexpr size_t kChunk = size_t{8} << 20;  // report progress every 8 MiB
         const size_t esize = dtype_size(s->dtype);
-        for (size_t off = 0; off < bytes.size(); off += kChunk) {
-          const size_t len = std::min(kChunk, bytes.size() - off);
-          synth_fill(seed, tensor_index, *s, init, off / esize, bytes.subspan(off, len));
-          if (progress != nullptr) progress->fetch_add(len, std::memory_order_relaxed);
+        // Chunks of 8 MiB: the unit of progress and of the threads below.
+        constexpr size_t kChunk = size_t{8} << 20;
+        const size_t chunks = (bytes.size() + kChunk - 1) / kChunk;
+        std::atomic<size_t> next{0};
+        auto work = [&] {
+          for (size_t c = next++; c < chunks; c = next++) {
+            const size_t off = c * kChunk;
+            const size_t len = std::min(kChunk, bytes.size() - off);
+            synth_fill(seed, tensor_index, *s, init, off / esize, bytes.subspan(off, len));
+            if (progress != nullptr) progress->fetch_add(len, std::memory_order_relaxed);
+          }
+        };
+        // The writer fills tensors in parallel, largest first; a tensor much larger than the
+        // rest (an embedding, the LM head) also splits itself, so it does not finish alone.
+        const size_t want = std::min<size_t>(std::thread::hardware_concurrency(), chunks / 8);
+        const size_t helpers = want > 1 ? want - 1 : 0;
+        std::vector<std::thread> threads;
+        for (size_t h = 0; h < helpers; ++h) {
+          try {
+            threads.emplace_back(work);
+          } catch (...) {
+            break;  // fewer helpers; this thread still does all the remaining chunks
+          }
         }
+        work();
+        for (auto& th : threads) th.join();
       };
       out.push_back(std::move(t));
     }

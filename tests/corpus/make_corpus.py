@@ -341,6 +341,9 @@ def main():
         lines.append("| `%s` | %s |" % (k, rule))
     with open(os.path.join(HERE, "README.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    # Corpus bytes are exact: never let git convert line endings.
+    with open(os.path.join(HERE, ".gitattributes"), "w") as f:
+        f.write("* -text\nREADME.md text\nmake_corpus.py text\nexpected.json text\n")
 
 
 if __name__ == "__main__":

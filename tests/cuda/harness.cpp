@@ -53,29 +53,31 @@ struct RunOutput {
   bool guard_ok = true;
 };
 
-RunOutput run_on(Backend& be, Stream& stream, const Case& c) {
+// Runs the case with every buffer placed `offset` bytes into its allocation.
+RunOutput run_on(Backend& be, Stream& stream, const Case& c, size_t offset = 0) {
   RunOutput out;
   std::vector<DeviceBuffer> bufs;
   std::vector<TensorView> views;
   for (const Buffer& b : c.buffers) {
     const size_t bytes = b.host.size();
-    auto mem = be.allocate(bytes + kGuardBytes);
+    auto mem = be.allocate(offset + bytes + kGuardBytes);
     if (!mem.ok()) {
       out.status = mem.error();
       return out;
     }
     std::vector<uint8_t> image(b.host);
     image.resize(bytes + kGuardBytes, kGuardByte);
-    be.copy_to_device(stream, mem->data(), image.data(), image.size());
+    void* base = static_cast<uint8_t*>(mem->data()) + offset;
+    be.copy_to_device(stream, base, image.data(), image.size());
     FERRY_CHECK(be.synchronize(stream).ok(), "harness: upload failed");
-    views.push_back(make_view(mem->data(), b.dtype, b.rows, b.cols, b.stride));
+    views.push_back(make_view(base, b.dtype, b.rows, b.cols, b.stride));
     bufs.push_back(std::move(mem).value());
   }
   out.status = be.run(stream, c.make(views));
   if (!out.status.ok()) return out;
   for (size_t i = 0; i < bufs.size(); ++i) {
     std::vector<uint8_t> image(c.buffers[i].host.size() + kGuardBytes);
-    be.copy_to_host(stream, image.data(), bufs[i].data(), image.size());
+    be.copy_to_host(stream, image.data(), views[i].data, image.size());
     out.status = be.synchronize(stream);
     if (!out.status.ok()) return out;
     for (size_t g = c.buffers[i].host.size(); g < image.size(); ++g) {
@@ -219,6 +221,22 @@ CaseResult run_case(const Case& c) {
   r.match = r.bad == 0;
   table().push_back(r);
   return r;
+}
+
+bool placement_invariant(const Case& c, size_t offset, std::string* why) {
+  Backends* be = backends(nullptr);
+  FERRY_CHECK(be != nullptr, "harness: placement_invariant without a CUDA device");
+  const RunOutput a = run_on(*be->cuda, *be->cuda_stream, c, 0);
+  const RunOutput b = run_on(*be->cuda, *be->cuda_stream, c, offset);
+  if (!a.status.ok() || !b.status.ok()) {
+    *why = (!a.status.ok() ? a.status : b.status).error().to_string();
+    return false;
+  }
+  if (a.images != b.images) {
+    *why = "outputs differ when the buffers move by " + std::to_string(offset) + " bytes";
+    return false;
+  }
+  return true;
 }
 
 void expect_pass(const Case& c) {

@@ -84,6 +84,10 @@ CaseResult run_case(const Case& c);
 // Prints the table of every case run so far.
 void print_table();
 
+// True when the CUDA outputs are the same bytes with every buffer moved `offset` bytes (a
+// multiple of 256: weights resident vs in a streaming slot) from where a first run had them.
+bool placement_invariant(const Case& c, size_t offset, std::string* why);
+
 // run_case plus a gtest expectation that the case passed.
 void expect_pass(const Case& c);
 

@@ -112,5 +112,19 @@ TEST(CudaOps, AttentionPrefill) {
   expect_pass(attention_case(rng, {70, 70, 0, 2, 1, 64, true, 0, false}));
 }
 
+TEST(CudaOps, AttentionPlacementInvariant) {
+  SKIP_WITHOUT_CUDA();
+  Rng rng(808);
+  for (size_t offset : {size_t{256}, size_t{4096 + 512}}) {
+    std::string why;
+    EXPECT_TRUE(placement_invariant(
+        attention_case(rng, {1, 600, 400, 32, 8, 128, true, 999, false}), offset, &why))
+        << why;
+    EXPECT_TRUE(placement_invariant(attention_case(rng, {128, 128, 0, 8, 2, 128, true, 0, true}),
+                                    offset, &why))
+        << why;
+  }
+}
+
 }  // namespace
 }  // namespace ferry::cuda_test

@@ -63,6 +63,17 @@ TEST(CudaOps, AddAndAddRows) {
     }
   }
   {
+    // The residual add at LM width: the 16-byte kernel.
+    Case c;
+    c.op = "add";
+    c.shape = "6x4096 bf16 += bf16 (vectorized)";
+    const int d = c.add(DType::bf16, 6, 4096, rng.uniform(DType::bf16, 6 * 4096, 4.0f), true);
+    const int sr = c.add(DType::bf16, 6, 4096, rng.uniform(DType::bf16, 6 * 4096, 4.0f), false);
+    c.make = [=](const std::vector<TensorView>& v) -> Op { return Add{v[d], v[sr]}; };
+    c.tol = kExact;
+    expect_pass(c);
+  }
+  {
     Case c;
     c.op = "add_rows";
     c.shape = "dst 40x96 += 7 rows bf16 (deepstack)";
@@ -179,7 +190,7 @@ TEST(CudaOps, Argmax) {
     // bf16 over a vocabulary-sized row: many exact ties, the lowest index must win.
     Case c;
     c.op = "argmax";
-    c.shape = "3x155697 bf16";
+    c.shape = "3x155697 bf16";  // 77 chunks per row in pass 1
     const int x = c.add(DType::bf16, 3, 155697, rng.uniform(DType::bf16, 3 * 155697, 4.0f), false);
     const int o = c.add(DType::i32, 3, 1, pattern_bytes(DType::i32, 3), true);
     c.make = [=](const std::vector<TensorView>& v) -> Op { return Argmax{v[x], v[o]}; };

@@ -84,6 +84,24 @@ TEST(CudaOps, Linear) {
   expect_pass(linear_case(rng, 4, 30, 27, Activation::gelu_erf, false, bf, bf, 5));  // ld odd
 }
 
+// Bit-exactness across placements: the same op with its buffers at other 256-byte-aligned
+// addresses (a weight resident vs streamed into a slot) gives the same bytes.
+TEST(CudaOps, LinearPlacementInvariant) {
+  SKIP_WITHOUT_CUDA();
+  Rng rng(111);
+  for (size_t offset : {size_t{256}, size_t{768}, size_t{4096 + 256}}) {
+    std::string why;
+    EXPECT_TRUE(placement_invariant(
+        linear_case(rng, 1, 1024, 4096, Activation::none, false, DType::bf16, DType::bf16), offset,
+        &why))
+        << why;
+    EXPECT_TRUE(placement_invariant(
+        linear_case(rng, 64, 256, 512, Activation::silu, true, DType::bf16, DType::bf16), offset,
+        &why))
+        << why;
+  }
+}
+
 // ---- norms ---------------------------------------------------------------------------------
 
 Case rms_case(Rng& rng, int64_t rows, int64_t cols, int64_t dim, DType t, bool in_place,

@@ -100,3 +100,19 @@ TEST(Presets, ValidateRejectsAnInconsistentExpert) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(ConfigWrite, TextModelWithMropeKeepsItsSections) {
+  ModelConfig c = preset("qwen3-tiny").value();
+  auto& t = std::get<TextConfig>(c.body);
+  t.mrope_section = {4, 2, 2};
+  t.mrope_interleaved = true;
+  auto back = parse_config(write_config(c));
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, c);
+}
+
+}  // namespace
+}  // namespace ferry

@@ -84,6 +84,7 @@ std::vector<TensorToWrite> mixed_tensors() {
   ts.push_back(make("a.mask", DType::bool_, {3, 3}, 5));
   ts.push_back(make("a.fp8", DType::f8_e4m3, {7}, 6));
   ts.push_back(make("z.half", DType::f16, {2, 2, 2}, 7));
+  ts.push_back(make("huge.but.empty", DType::u8, {1ll << 40, 1ll << 40, 0}, 8));
   return ts;
 }
 
@@ -123,6 +124,18 @@ TEST(SafetensorsWrite, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
   EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
             R"({"t":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})");
   EXPECT_EQ(header.find("__metadata__"), std::string::npos);
+}
+
+TEST(SafetensorsWrite, NamesAndMetadataNeedingJsonEscapesRoundTrip) {
+  TempDir dir;
+  const std::vector<TensorToWrite> ts = {make("q\"uote\\back/slash\ttab", DType::u8, {2}, 1),
+                                         make("\xc3\xbc\xe2\x9c\x93", DType::u8, {1}, 2)};
+  const std::map<std::string, std::string> md = {{"k\"", "v\n\\"}};
+  ASSERT_TRUE(write_safetensors(dir.str("e.safetensors"), ts, md).ok());
+  auto c = Checkpoint::open(dir.str("e.safetensors"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  expect_same(*c, ts, 1);
+  EXPECT_EQ(c->files()[0].header().metadata, md);
 }
 
 TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
@@ -235,6 +248,9 @@ TEST(SafetensorsWrite, RejectsBadInputWithoutWriting) {
   auto neg = write_safetensors(p, {make("a", DType::u8, {-1}, 0)});
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.error().message.find("negative dimension"), std::string::npos);
+  auto overflow = write_safetensors(p, {make("a", DType::u8, {1ll << 40, 1ll << 40}, 0)});
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.error().message.find("overflows"), std::string::npos);
   auto empty = write_safetensors(p, {make("", DType::u8, {1}, 0)});
   ASSERT_FALSE(empty.ok());
   auto reserved = write_safetensors(p, {make("__metadata__", DType::u8, {1}, 0)});

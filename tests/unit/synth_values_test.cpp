@@ -154,5 +154,25 @@ TEST(SynthTensors, OnePerDistinctNameWithProgress) {
   EXPECT_GT(total, small);
 }
 
+TEST(SynthTensors, ALargeTensorSplitAcrossThreadsGivesTheSameBytes) {
+  // 8192 x 8192 bf16 = 128 MiB: large enough for the fill to use helper threads.
+  ModelWeights w;
+  WeightGroup g;
+  g.name = "text.layers.0";
+  g.kind = GroupKind::decoder_layer;
+  WeightSpec s = matrix(8192, 8192);
+  s.checkpoint_name = "big";
+  g.tensors.push_back(s);
+  w.groups.push_back(g);
+  std::atomic<uint64_t> progress{0};
+  auto tensors = synth_tensors(w, 11, &progress);
+  ASSERT_EQ(tensors.size(), 1u);
+  std::vector<std::byte> threaded(s.bytes), serial(s.bytes);
+  tensors[0].fill(threaded);
+  synth_fill(11, 0, s, synth_init(g, s), 0, serial);
+  EXPECT_TRUE(threaded == serial);
+  EXPECT_EQ(progress.load(), s.bytes);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -53,9 +53,13 @@ class CpuBackend final : public Backend {
   }
 
   Result<DeviceBuffer> allocate(size_t bytes) override {
-    if (bytes > SIZE_MAX - kAlignment) {
-      return make_error(ErrorCode::out_of_memory,
-                        "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    // More than the machine's memory cannot be device memory; refusing it up front also keeps
+    // sanitizer allocators (which abort on absurd sizes) out of the way.
+    const size_t physical = physical_memory_bytes();
+    if (bytes > SIZE_MAX - kAlignment || (physical > 0 && bytes > physical)) {
+      return make_error(ErrorCode::out_of_memory, "cpu: cannot allocate " + std::to_string(bytes) +
+                                                      " bytes (" + std::to_string(physical) +
+                                                      " bytes of memory)");
     }
     // aligned_alloc wants a size that is a multiple of the alignment; 0 bytes still gets a block.
     const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);

@@ -69,7 +69,7 @@ inline Status check_indices(const char* op, const char* arg, const TensorView& i
 // ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)), then the tail k = 8⌊n/8⌋.. added one by one.
 // B is float or uint16_t (bf16 bits); the conversion is exact, so both give the same bits.
 template <class B>
-inline float dot_f32(const float* a, const B* b, int64_t n) {
+[[gnu::always_inline]] inline float dot_f32(const float* a, const B* b, int64_t n) {
   auto val = [](B x) -> float {
     if constexpr (sizeof(B) == 2) {
       return bf16_to_f32(x);
@@ -117,8 +117,8 @@ inline float activate(Activation act, float u) {
 // R dot products at once, of rows x + r·x_stride (r < R) with one bf16 row w: each weight block
 // is converted once and reused R times. Every output is summed exactly as dot_f32 sums it.
 template <int R>
-inline void dot_rows_f32(const float* x, int64_t x_stride, const uint16_t* w, int64_t n,
-                         float* out) {
+[[gnu::always_inline]] inline void dot_rows_f32(const float* x, int64_t x_stride, const uint16_t* w,
+                                                int64_t n, float* out) {
   float s[R][8] = {};
   const int64_t n8 = n - n % 8;
   for (int64_t k = 0; k < n8; k += 8) {

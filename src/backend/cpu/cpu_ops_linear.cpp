@@ -15,13 +15,9 @@ constexpr int64_t kTileN = 32;
 constexpr int64_t kBlockM = 8;
 
 // acc[(m - m0) * kTileN + (n - n0)] = Σ_k xf[m, k]·w[n, k] for m in [m0, m1), n in [n0, n1).
-// Built for AVX2 too where the machine has it: the same operations in the same order (no FMA),
-// so both versions give the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-void tile_dots(const float* xf, int64_t k_dim, int64_t m0, int64_t m1, const TensorView& w,
-               int64_t n0, int64_t n1, float* acc) {
+[[gnu::always_inline]] inline void tile_dots_body(const float* xf, int64_t k_dim, int64_t m0,
+                                                  int64_t m1, const TensorView& w, int64_t n0,
+                                                  int64_t n1, float* acc) {
   for (int64_t n = n0; n < n1; ++n) {
     const uint16_t* wrow = row_ptr<const uint16_t>(w, n);
     float* col = acc + (n - n0);
@@ -33,6 +29,32 @@ void tile_dots(const float* xf, int64_t k_dim, int64_t m0, int64_t m1, const Ten
     }
     for (; m < m1; ++m) col[(m - m0) * kTileN] = dot_f32(xf + m * k_dim, wrow, k_dim);
   }
+}
+
+void tile_dots_default(const float* xf, int64_t k_dim, int64_t m0, int64_t m1, const TensorView& w,
+                       int64_t n0, int64_t n1, float* acc) {
+  tile_dots_body(xf, k_dim, m0, m1, w, n0, n1, acc);
+}
+
+// The same loop compiled for AVX2 where the machine has it: the same operations in the same order
+// (AVX2 without FMA, so no contraction), hence the same bits. Chosen at run time rather than
+// through an ifunc (target_clones), whose resolver runs before sanitizer runtimes start.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FERRY_CPU_AVX2 1
+[[gnu::target("avx2")]] void tile_dots_avx2(const float* xf, int64_t k_dim, int64_t m0, int64_t m1,
+                                            const TensorView& w, int64_t n0, int64_t n1,
+                                            float* acc) {
+  tile_dots_body(xf, k_dim, m0, m1, w, n0, n1, acc);
+}
+#endif
+
+using TileDots = void (*)(const float*, int64_t, int64_t, int64_t, const TensorView&, int64_t,
+                          int64_t, float*);
+TileDots pick_tile_dots() {
+#ifdef FERRY_CPU_AVX2
+  if (__builtin_cpu_supports("avx2")) return tile_dots_avx2;
+#endif
+  return tile_dots_default;
 }
 
 }  // namespace
@@ -68,6 +90,7 @@ Status linear(const Linear& op, ThreadPool* pool) {
     }
   };
 
+  static const TileDots tile_dots = pick_tile_dots();
   const int64_t num_tiles = (n_cols + kTileN - 1) / kTileN;
   parallel_for(pool, num_tiles, 1, [&](int64_t tile_begin, int64_t tile_end) {
     float acc[kBlockM * kTileN];

@@ -54,7 +54,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
   const int64_t total_rows = p.seq * p.group;
   const int64_t row0 = int64_t{blockIdx.x} * kRows;
 
-  // Stage this block's query rows (zeros for rows past the end).
+  // Stage this block's query rows (zeros for rows past the end); unrolled so that several
+  // global loads are in flight per thread.
+#pragma unroll 4
   for (int i = tid; i < kRows * d_head; i += kThreads) {
     const int r = i / d_head;
     const int d = i - r * d_head;
@@ -171,13 +173,21 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
       const int64_t qi = gr / p.group;
       const int64_t key = t0 + lane;
       const bool visible = key < ke && (!p.causal || key <= p.q_pos0 + qi);
-      float dot = 0.0f;
-      for (int d = 0; d < d_head; ++d) dot = __fmaf_rn(qs[r][d], ks[lane][d], dot);
-      const float s = visible ? __fmul_rn(dot, p.scale) : -INFINITY;
+      // Four interleaved partial sums (d mod 4), then ((0 + 1) + (2 + 3)): a fixed order with a
+      // quarter of the dependent-FMA latency of one chain.
+      float dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      int d = 0;
+      for (; d + 4 <= d_head; d += 4) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[e] = __fmaf_rn(qs[r][d + e], ks[lane][d + e], dp[e]);
+      }
+      for (; d < d_head; ++d) dp[0] = __fmaf_rn(qs[r][d], ks[lane][d], dp[0]);
+      const float dot = __fadd_rn(__fadd_rn(dp[0], dp[1]), __fadd_rn(dp[2], dp[3]));
+      const float s = visible ? __fmul_rn(dot, p.scale_log2) : -INFINITY;
       const float m_new = fmaxf(m[t], warp_max(s));
       if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
-      const float e = visible ? expf(__fsub_rn(s, m_new)) : 0.0f;
-      const float corr = expf(__fsub_rn(m[t], m_new));  // 0 on the first visible tile
+      const float e = visible ? exp2f(__fsub_rn(s, m_new)) : 0.0f;
+      const float corr = exp2f(__fsub_rn(m[t], m_new));  // 0 on the first visible tile
       l[t] = __fmaf_rn(l[t], corr, warp_sum(e));
       m[t] = m_new;
 #pragma unroll
@@ -223,32 +233,49 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
   }
 }
 
-// One block per (query, head) row; thread d owns output dim d. Splits combine in index order.
-__global__ void attention_combine_kernel(const float* part_acc, const float* part_ml, int splits,
-                                         int64_t rows, int head_dim, int heads, bf16_t* out,
-                                         int64_t out_stride) {
+// One block of kCombineThreads per (query, head) row. Thread s first reads split s's (m, l) (all
+// splits' loads in flight at once, not one after another), the block forms M = max m and the
+// weights w_s = 2^(m_s − M) and L = Σ l_s·w_s (fixed tree order); then thread d sums
+// Σ_s o_s[d]·w_s over the splits in index order and writes bf16(that / L).
+constexpr int kCombineThreads = 128;  // >= the largest split count and head_dim
+
+__global__ void __launch_bounds__(kCombineThreads)
+    attention_combine_kernel(const float* part_acc, const float* part_ml, int splits, int64_t rows,
+                             int head_dim, int heads, bf16_t* out, int64_t out_stride) {
+  __shared__ float w[kCombineThreads];
+  __shared__ float red[kCombineThreads / 32];
   const int64_t row = blockIdx.x;
-  const int d = static_cast<int>(threadIdx.x);
-  if (d >= head_dim) return;
-  float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[(s * rows + row) * 2]);
-  float o = 0.0f;
-  if (mx != -INFINITY) {
-    float l = 0.0f;
-    float a = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const int64_t pr = s * rows + row;
-      const float ms = part_ml[pr * 2];
-      if (ms == -INFINITY) continue;
-      const float w = expf(__fsub_rn(ms, mx));
-      l = __fmaf_rn(part_ml[pr * 2 + 1], w, l);
-      a = __fmaf_rn(part_acc[pr * head_dim + d], w, a);
-    }
-    o = l > 0.0f ? __fmul_rn(a, __fdiv_rn(1.0f, l)) : 0.0f;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  float ms = -INFINITY;
+  float ls = 0.0f;
+  if (tid < splits) {
+    ms = part_ml[(tid * rows + row) * 2];
+    ls = part_ml[(tid * rows + row) * 2 + 1];
   }
+  float mx = warp_max(ms);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+  for (int i = 1; i < kCombineThreads / 32; ++i) mx = fmaxf(mx, red[i]);
+  const float ws = (tid < splits && ms != -INFINITY) ? exp2f(__fsub_rn(ms, mx)) : 0.0f;
+  w[tid] = ws;
+  float l = warp_sum(__fmul_rn(ls, ws));
+  __syncthreads();  // everyone has read red[] (the max) before it is reused for the sums
+  if (lane == 0) red[warp] = l;
+  __syncthreads();
+  l = 0.0f;
+  for (int i = 0; i < kCombineThreads / 32; ++i) l = __fadd_rn(l, red[i]);
+  if (tid >= head_dim) return;
+  float a = 0.0f;
+#pragma unroll 8
+  for (int s = 0; s < splits; ++s)
+    a = __fmaf_rn(part_acc[(s * rows + row) * head_dim + tid], w[s], a);
+  const float o = (mx != -INFINITY && l > 0.0f) ? __fmul_rn(a, __fdiv_rn(1.0f, l)) : 0.0f;
   const int64_t qi = row / heads;
   const int64_t h = row - qi * heads;
-  out[qi * out_stride + h * head_dim + d] = f32_to_bf16(o);
+  out[qi * out_stride + h * head_dim + tid] = f32_to_bf16(o);
 }
 
 template <int NC>
@@ -266,13 +293,17 @@ int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t ke
                      int rows_per_block) {
   const int group = num_heads / num_kv_heads;
   const int64_t blocks = (q_rows * group + rows_per_block - 1) / rows_per_block * num_kv_heads;
-  constexpr int64_t kTargetBlocks = 264;  // ~2 waves of 132 SMs (H100/H200); a fixed constant
-  constexpr int64_t kMinKeysPerSplit = 256;
+  // Fixed constants (never read off the device, so a shape always splits the same way): about
+  // two blocks per SM of an H100/H200 (132 SMs), at least 128 keys per split (measured on the
+  // H200: 24 splits for L=3000 decode 29 us vs 33 us with 12; four blocks per SM was slower for
+  // long L and for the vision shape).
+  constexpr int64_t kTargetBlocks = 264;
+  constexpr int64_t kMinKeysPerSplit = 128;
   if (blocks >= kTargetBlocks / 2 || keys <= kMinKeysPerSplit) return 1;
   int64_t splits = (kTargetBlocks + blocks - 1) / blocks;
   const int64_t by_keys = (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
   if (splits > by_keys) splits = by_keys;
-  if (splits > 64) splits = 64;
+  if (splits > 128) splits = 128;
   return static_cast<int>(splits < 1 ? 1 : splits);
 }
 
@@ -304,7 +335,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   p.heads = op.num_heads;
   p.group = op.num_heads / op.num_kv_heads;
   p.head_dim = d_head;
-  p.scale = op.scale;
+  p.scale_log2 = op.scale * 1.4426950408889634f;  // log2(e): softmax runs in base 2
   p.causal = op.causal;
   p.q_pos0 = op.q_pos0;
 
@@ -364,7 +395,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   }
   FERRY_RETURN_IF_ERROR(launch_status("attention_kernel"));
   if (splits > 1) {
-    attention_combine_kernel<<<static_cast<unsigned>(prow), kAttentionMaxHeadDim, 0, ctx.stream>>>(
+    attention_combine_kernel<<<static_cast<unsigned>(prow), kCombineThreads, 0, ctx.stream>>>(
         p.part_acc, p.part_ml, splits, prow, d_head, op.num_heads, p.out, p.out_stride);
     FERRY_RETURN_IF_ERROR(launch_status("attention_combine_kernel"));
   }

@@ -25,12 +25,12 @@ struct AttnParams {
   int heads;
   int group;  // heads / kv_heads
   int head_dim;
-  float scale;
+  float scale_log2;  // scale · log2(e): scores are kept in base 2, p = 2^(s − m)
   bool causal;
   int64_t q_pos0;
   int64_t keys_per_split;
   float* part_acc;  // [splits][seq*heads][head_dim], null when one split
-  float* part_ml;   // [splits][seq*heads][2]: running max m and sum l
+  float* part_ml;   // [splits][seq*heads][2]: running max m (base 2) and sum l
 };
 
 // Rows (query, head-of-group pairs) per block of the tensor-core kernel.

@@ -1,12 +1,13 @@
 // Attention on tensor cores: mma.sync m16n8k16, bf16 inputs, fp32 accumulators.
 //
 // A block of 4 warps owns 64 rows (query, head-of-group pairs of one kv head; 16 per warp) and one
-// key split. Per tile of 64 keys (32 for head_dim 128): K (row-major) and Vᵀ are staged in shared
-// memory; each warp computes its 16×tile scores S = Q·Kᵀ (Q fragments stay in registers for the
-// whole kernel), scales them, updates the rows' online softmax in fp32 (max and sum over the four
-// lanes that share a row), and accumulates P·V. P is fed to the tensor cores as two bf16 terms, hi
-// = bf16(p) and lo = bf16(p − hi), so P·V keeps ~16 bits of p (the op's numerics ask for fp32 p;
-// one bf16 term alone would lose 8 of them). The output is o / l rounded to bf16.
+// key split. Per tile of 64 keys (32 for head_dim 128): K and V are staged row-major in shared
+// memory (B fragments come out through ldmatrix, .trans for V); each warp computes its 16×tile
+// scores S = Q·Kᵀ (Q fragments stay in registers for the whole kernel), scales them, updates the
+// rows' online softmax in fp32 (max and sum over the four lanes that share a row), and accumulates
+// P·V. P is fed to the tensor cores as two bf16 terms, hi = bf16(p) and lo = bf16(p − hi), so P·V
+// keeps ~16 bits of p (the op's numerics ask for fp32 p; one bf16 term alone would lose 8 of them).
+// The output is o / l rounded to bf16.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 .bf16): with g = lane / 4 and t = lane % 4,
 //   A (16×16, row):  a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
@@ -36,6 +37,30 @@ __device__ __forceinline__ uint32_t pack(bf16_t lo, bf16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
+// Four 8×8 bf16 matrices from shared memory (lane i gives the address of row i % 8 of matrix
+// i / 8); .trans delivers each transposed.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16_t* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16_t* p) {
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
+// {bf16(lo), bf16(hi)} packed with lo in the low half, round to nearest even (one cvt).
+__device__ __forceinline__ uint32_t cvt_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 // Two consecutive bf16 of a query row as one A register (zeros past head_dim or past the rows).
 __device__ __forceinline__ uint32_t q_pair(const bf16_t* row, int d, int head_dim) {
   if (row == nullptr || d >= head_dim) return 0u;
@@ -46,11 +71,10 @@ template <int DP>  // head_dim padded to a multiple of 16
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParams p) {
   constexpr int kTile = DP >= 128 ? 32 : 64;  // keys per tile (32 keeps DP = 128 off the stack)
   constexpr int kKStride = DP + 8;            // bf16; +16 bytes spreads rows over the banks
-  constexpr int kVStride = kTile + 8;         // bf16
   constexpr int kChunks = DP / 16;            // k-chunks of Q·Kᵀ
   constexpr int kDimTiles = DP / 8;           // n-tiles of P·V
   __shared__ __align__(16) bf16_t ks[kTile * kKStride];
-  __shared__ __align__(16) bf16_t vt[DP * kVStride];
+  __shared__ __align__(16) bf16_t vs[kTile * kKStride];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
@@ -106,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
 
   // Padding dims of K and Vᵀ stay zero for the whole kernel (0·x must not meet garbage NaNs).
   for (int i = tid; i < kTile * kKStride; i += kThreads) ks[i] = 0;
-  for (int i = tid; i < DP * kVStride; i += kThreads) vt[i] = 0;
+  for (int i = tid; i < kTile * kKStride; i += kThreads) vs[i] = 0;
 
   float o[kDimTiles][4];
 #pragma unroll
@@ -126,27 +150,18 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
 #pragma unroll
     for (int u = 0; u < kIters; ++u) {
       const int i = tid + u * kThreads;
-      // K: dims fastest (coalesced reads, conflict-free 16-byte stores).
+      // Dims fastest: coalesced reads, conflict-free 16-byte shared stores.
       const int kj = i / kVecPerRow;
       const int kd = i - kj * kVecPerRow;
       kreg[u] = make_uint4(0, 0, 0, 0);
+      vreg[u] = make_uint4(0, 0, 0, 0);
       if (kj < kTile && kd < vec_per_row && t0 + kj < ke) {
         const int64_t key = t0 + kj;
         const int s = key < p.span0 ? 0 : 1;
         const int64_t row = s == 0 ? key : key - p.span0;
-        kreg[u] =
-            *reinterpret_cast<const uint4*>(p.k[s] + row * p.k_stride[s] + kvh * d_head + kd * 8);
-      }
-      // V: keys fastest, so a warp's transposed 2-byte stores land in consecutive bytes of vt.
-      const int vd = i / kTile;
-      const int vj = i - vd * kTile;
-      vreg[u] = make_uint4(0, 0, 0, 0);
-      if (vd < vec_per_row && t0 + vj < ke) {
-        const int64_t key = t0 + vj;
-        const int s = key < p.span0 ? 0 : 1;
-        const int64_t row = s == 0 ? key : key - p.span0;
-        vreg[u] =
-            *reinterpret_cast<const uint4*>(p.v[s] + row * p.v_stride[s] + kvh * d_head + vd * 8);
+        const int64_t col = int64_t{kvh} * d_head + kd * 8;
+        kreg[u] = *reinterpret_cast<const uint4*>(p.k[s] + row * p.k_stride[s] + col);
+        vreg[u] = *reinterpret_cast<const uint4*>(p.v[s] + row * p.v_stride[s] + col);
       }
     }
   };
@@ -158,16 +173,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
       const int kd = i - kj * kVecPerRow;
       if (kj < kTile && kd < vec_per_row) {
         *reinterpret_cast<uint4*>(&ks[kj * kKStride + kd * 8]) = kreg[u];
-      }
-      const int vd = i / kTile;
-      const int vj = i - vd * kTile;
-      if (vd < vec_per_row) {
-        const uint32_t w[4] = {vreg[u].x, vreg[u].y, vreg[u].z, vreg[u].w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          vt[(vd * 8 + 2 * e) * kVStride + vj] = static_cast<bf16_t>(w[e] & 0xffffu);
-          vt[(vd * 8 + 2 * e + 1) * kVStride + vj] = static_cast<bf16_t>(w[e] >> 16);
-        }
+        *reinterpret_cast<uint4*>(&vs[kj * kKStride + kd * 8]) = vreg[u];
       }
     }
   };
@@ -180,16 +186,21 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
     if (t0 + kTile < ke) load_tile(t0 + kTile);
 
     // S = Q·Kᵀ for this warp's 16 rows × 64 keys.
+    // ldmatrix.x4 gives the B fragments of key tiles n and n+1 for one 16-dim chunk: lane i
+    // points at row (i % 8) of matrix i / 8 = (tile n + (i/8)/2, dims +8·((i/8)%2)).
     float sc[kTile / 8][4];
 #pragma unroll
-    for (int n = 0; n < kTile / 8; ++n) {
-      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-      const bf16_t* krow = &ks[(n * 8 + g) * kKStride + 2 * t];
+    for (int n = 0; n < kTile / 8; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kTile / 8; n += 2) {
+      const bf16_t* kaddr =
+          &ks[(n * 8 + (lane / 16) * 8 + lane % 8) * kKStride + ((lane / 8) % 2) * 8];
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + c * 16);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + c * 16 + 8);
-        mma_bf16(sc[n], qf[c], b0, b1);
+        uint32_t b[4];
+        ldmatrix_x4(b, kaddr + c * 16);
+        mma_bf16(sc[n], qf[c], b[0], b[1]);
+        mma_bf16(sc[n + 1], qf[c], b[2], b[3]);
       }
     }
 
@@ -209,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2;
         const bool visible = n * 8 + 2 * t + (e % 2) < visible_in_tile[h];
-        sc[n][e] = visible ? __fmul_rn(sc[n][e], p.scale) : -INFINITY;
+        sc[n][e] = visible ? __fmul_rn(sc[n][e], p.scale_log2) : -INFINITY;
         tile_max[h] = fmaxf(tile_max[h], sc[n][e]);
       }
     }
@@ -220,7 +231,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
       m_new[h] = fmaxf(m[h], tile_max[h]);
-      corr[h] = m_new[h] == -INFINITY ? 1.0f : expf(__fsub_rn(m[h], m_new[h]));
+      corr[h] = m_new[h] == -INFINITY ? 1.0f : exp2f(__fsub_rn(m[h], m_new[h]));
     }
     float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -228,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e / 2;
-        const float pe = sc[n][e] == -INFINITY ? 0.0f : expf(__fsub_rn(sc[n][e], m_new[h]));
+        const float pe = sc[n][e] == -INFINITY ? 0.0f : exp2f(__fsub_rn(sc[n][e], m_new[h]));
         sc[n][e] = pe;
         tile_sum[h] = __fadd_rn(tile_sum[h], pe);
       }
@@ -260,19 +271,23 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
         const int e = (r % 2) * 2;
         const float p0 = sc[n][e];
         const float p1 = sc[n][e + 1];
-        const bf16_t h0 = f32_to_bf16(p0);
-        const bf16_t h1 = f32_to_bf16(p1);
-        a_hi[r] = pack(h0, h1);
-        a_lo[r] = pack(f32_to_bf16(__fsub_rn(p0, bf16_to_f32(h0))),
-                       f32_to_bf16(__fsub_rn(p1, bf16_to_f32(h1))));
+        a_hi[r] = cvt_bf16x2(p0, p1);
+        const float h0 = __uint_as_float(a_hi[r] << 16);
+        const float h1 = __uint_as_float(a_hi[r] & 0xffff0000u);
+        a_lo[r] = cvt_bf16x2(__fsub_rn(p0, h0), __fsub_rn(p1, h1));
       }
+      // ldmatrix.x4.trans on row-major V gives the B fragments of dim tiles n and n+1: lane i
+      // points at key row kk·16 + 8·((i/8)%2) + i%8, dims (n + (i/8)/2)·8.
+      const bf16_t* vaddr =
+          &vs[(kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kKStride + (lane / 16) * 8];
 #pragma unroll
-      for (int n = 0; n < kDimTiles; ++n) {
-        const bf16_t* vrow = &vt[(n * 8 + g) * kVStride + kk * 16 + 2 * t];
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(vrow);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(vrow + 8);
-        mma_bf16(o[n], a_hi, b0, b1);
-        mma_bf16(o[n], a_lo, b0, b1);
+      for (int n = 0; n < kDimTiles; n += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vaddr + n * 8);
+        mma_bf16(o[n], a_hi, b[0], b[1]);
+        mma_bf16(o[n], a_lo, b[0], b[1]);
+        mma_bf16(o[n + 1], a_hi, b[2], b[3]);
+        mma_bf16(o[n + 1], a_lo, b[2], b[3]);
       }
     }
   }
