@@ -41,7 +41,7 @@ if has build; then
   step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DFERRY_PYTHON=OFF
   step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
-    ferry_vision_dump
+    ferry_vision_dump ferry_expert_dump
 fi
 has harness && step cuda_harness 120 "$build/tests/ferry_cuda_tests"
 has unit && step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1
@@ -69,7 +69,8 @@ if has compare; then
     --model "$models/qwen3-tiny" --backend cpu --tokens 8
   step compare_qwen3-vl-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-vl-tiny" --backend cpu --tokens 8
-  step compare_vision_tiny 300 python3 scripts/compare_vision_transformers.py --build "$build"
+  step compare_vision_tiny 300 python3 scripts/compare_vision_transformers.py --build "$build" --floor
+  step compare_expert_tiny 300 python3 scripts/compare_expert_transformers.py --build "$build" --floor
   synth qwen3-8b >"$OUT/synth_qwen3-8b.log" 2>&1
   step compare_qwen3-8b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-8b" --backend cuda --prompt-tokens 1500 --tokens 21
