@@ -85,6 +85,9 @@ def reference_logits(model, model_type, inputs, rows, device):
     if model_type == "qwen3_vl" and "pixel_values" in inputs:
         kwargs["pixel_values"] = torch.from_numpy(inputs["pixel_values"]).to(device)
         kwargs["image_grid_thw"] = torch.from_numpy(inputs["image_grid_thw"].astype(np.int64)).to(device)
+        # transformers >= 5 wants the token types with images (1 = image token) for M-RoPE.
+        image_token = getattr(model.config, "image_token_id", 151655)
+        kwargs["mm_token_type_ids"] = (input_ids == image_token).to(torch.int32)
         try:
             pos, _ = model.model.get_rope_index(input_ids, kwargs["image_grid_thw"], None,
                                                 attention_mask=attention_mask)
@@ -92,7 +95,11 @@ def reference_logits(model, model_type, inputs, rows, device):
         except Exception as e:  # API drift between versions: report, compare logits anyway
             print(f"note: get_rope_index unavailable ({e}); positions not compared")
     with torch.no_grad():
-        out = model(**kwargs)
+        try:
+            out = model(**kwargs)
+        except TypeError:  # transformers 4.x has no mm_token_type_ids
+            kwargs.pop("mm_token_type_ids", None)
+            out = model(**kwargs)
     return out.logits[0].float().cpu().numpy(), positions
 
 

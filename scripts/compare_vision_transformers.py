@@ -21,6 +21,22 @@ import tempfile
 import numpy as np
 
 
+def rms_ratio(got, ref):
+    return np.sqrt(np.mean((got - ref) ** 2)) / np.sqrt(np.mean(ref ** 2))
+
+
+def split_outputs(res):
+    """(merger output, deepstack list) from the vision model's return value."""
+    if isinstance(res, tuple):
+        return res[0], res[1]
+    embeds = getattr(res, "pooler_output", None)  # newer transformers return a model output
+    deepstack = getattr(res, "deepstack_features", None)
+    if embeds is None or deepstack is None:
+        print("unknown output of the vision model:", type(res), list(vars(res)))
+        return None
+    return embeds, deepstack
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="ferry build folder")
@@ -32,6 +48,9 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tol", type=float, default=0.03, help="error RMS / reference RMS limit")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--floor", action="store_true",
+                    help="also run transformers in fp32 and report how far ferry and "
+                         "transformers' own bf16 run each are from it (the rounding noise floor)")
     args = ap.parse_args()
 
     work = args.workdir or tempfile.mkdtemp(prefix="ferry_vision_")
@@ -53,18 +72,26 @@ def main():
     grid = torch.from_numpy(np.load(os.path.join(out, "image_grid_thw.npy"))).to(args.device)
     with torch.no_grad(), torch.autocast(args.device, dtype=torch.bfloat16):
         res = visual(pixels.to(visual.dtype), grid_thw=grid)
-    if isinstance(res, tuple):
-        embeds, deepstack = res[0], res[1]
-    else:  # newer transformers return a model output
-        embeds = getattr(res, "pooler_output", None)
-        deepstack = getattr(res, "deepstack_features", None)
-        if embeds is None or deepstack is None:
-            print("unknown output of the vision model:", type(res), list(vars(res)))
-            return 1
+    outputs = split_outputs(res)
+    if outputs is None:
+        return 1
+    embeds, deepstack = outputs
+    exact = None
+    if args.floor:
+        visual32 = visual.float()
+        with torch.no_grad():
+            exact = split_outputs(visual32(pixels.to(torch.bfloat16).float(), grid_thw=grid))
+        exact = [exact[0]] + list(exact[1])
 
     failed = False
     pairs = [("image_embeds", embeds)] + [(f"deepstack_{k}", d) for k, d in enumerate(deepstack)]
-    for name, ref in pairs:
+    for i, (name, ref) in enumerate(pairs):
+        if exact is not None:
+            e = exact[i].float().cpu().numpy().astype(np.float64)
+            mine = np.load(os.path.join(out, name + ".npy")).astype(np.float64)
+            theirs = ref.float().cpu().numpy().astype(np.float64)
+            print(f"{name}: vs transformers fp32: ferry {rms_ratio(mine, e):.2e}, "
+                  f"transformers bf16 {rms_ratio(theirs, e):.2e}")
         ref = ref.float().cpu().numpy().astype(np.float64)
         got = np.load(os.path.join(out, name + ".npy")).astype(np.float64)
         if got.shape != ref.shape:
@@ -72,7 +99,7 @@ def main():
             failed = True
             continue
         err = got - ref
-        ratio = np.sqrt(np.mean(err ** 2)) / np.sqrt(np.mean(ref ** 2))
+        ratio = rms_ratio(got, ref)
         worst = np.max(np.abs(err)) / np.max(np.abs(ref))
         ok = ratio <= args.tol
         failed |= not ok

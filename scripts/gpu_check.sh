@@ -1,75 +1,94 @@
 #!/usr/bin/env bash
 # The one script for the GPU machine: builds ferry with CUDA (sm_90), runs the CUDA op harness,
-# the unit tests, tiny models on CPU and CUDA, the transformers comparison and the benchmarks,
-# in one call. Full logs go under $OUT (the device tool brings them back); a short table is
-# printed last.
+# the unit tests, tiny models on both backends, the comparisons with transformers, ferry bench
+# and the transformers peer, in one call. Full logs go under $OUT (the device tool brings them
+# back); a short table is printed last. Each step is time-boxed and independent of the others.
 #
-#   scripts/gpu_check.sh [STAGE...]     stages: build harness unit tiny compare bench peer
-#                                        (default: build harness unit tiny)
+#   scripts/gpu_check.sh [STAGE...]   stages: build harness unit tiny compare bench peer
+#                                      (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 build=${FERRY_BUILD_DIR:-build-gpu}
+models=${FERRY_MODELS:-/tmp/ferry-models}
 stages=("$@")
-((${#stages[@]})) || stages=(build harness unit tiny)
+((${#stages[@]})) || stages=(build harness unit tiny compare bench peer)
 declare -a table
+export PYTHONUNBUFFERED=1
 
-# step NAME CMD...: runs CMD with its output in $OUT/NAME.log, records rc and seconds.
+# step NAME SECONDS CMD...: CMD's output in $OUT/NAME.log; records rc, seconds, last line.
 step() {
-  local name=$1; shift
-  local t0=$(date +%s.%N)
-  "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  local dt=$(python3 -c "print(f'{$(date +%s.%N)-$t0:.1f}')")
-  table+=("$(printf '%-28s rc=%-3s %7ss  %s' "$name" "$rc" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-90)")")
+  local name=$1 limit=$2; shift 2
+  local t0 rc dt
+  t0=$(date +%s.%N)
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  dt=$(python3 -c "print(f'{$(date +%s.%N)-$t0:.1f}')")
+  table+=("$(printf '%-26s rc=%-3s %6ss  %s' "$name" "$rc" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-100)")")
   return $rc
 }
-
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+synth() {  # synth PRESET: once per machine
+  [ -f "$models/$1/config.json" ] || "$build/ferry" synth --preset "$1" --out "$models/$1" --seed 1
+}
 
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv \
   >"$OUT/gpu.txt" 2>&1
+mkdir -p "$models"
 
 if has build; then
-  pybind_dir=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
-  step configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 ${pybind_dir:+-Dpybind11_DIR=$pybind_dir}
-  step build cmake --build "$build" -j "$(nproc)"
+  step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DFERRY_PYTHON=OFF
+  step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
+    ferry_vision_dump ferry_expert_dump
 fi
-if has harness && [ -x "$build/tests/ferry_cuda_tests" ]; then
-  step cuda_harness "$build/tests/ferry_cuda_tests" --gtest_brief=1
-fi
-if has unit && [ -x "$build/tests/ferry_tests" ]; then
-  step unit_tests "$build/tests/ferry_tests" --gtest_brief=1
-fi
+has harness && step cuda_harness 120 "$build/tests/ferry_cuda_tests"
+has unit && step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1
+
 if has tiny; then
-  mkdir -p "$OUT/models"
-  for preset in qwen3-tiny alpamayo-tiny; do
-    dir=/tmp/ferry-models/$preset
-    [ -d "$dir" ] || "$build/ferry" synth --preset "$preset" --out "$dir" --seed 1 >/dev/null 2>&1
+  for preset in qwen3-tiny qwen3-vl-tiny alpamayo-tiny; do
+    synth "$preset" >/dev/null 2>&1
     for be in cpu cuda; do
-      step "run_${preset}_$be" "$build/ferry" run --model "$dir" --backend "$be" --json
-      cp "$OUT/run_${preset}_$be.log" "$OUT/models/" 2>/dev/null
+      step "run_${preset}_$be" 120 "$build/ferry" run --model "$models/$preset" --backend "$be" --json
     done
+    step "same_${preset}" 10 python3 - "$OUT/run_${preset}_cpu.log" "$OUT/run_${preset}_cuda.log" <<'PY'
+import json, sys
+a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+keys = ["tokens", "logits_hash", "actions_hash"]
+same = {k: a.get(k) == b.get(k) for k in keys if k in a}
+print("cpu vs cuda:", " ".join(f"{k}={'same' if v else 'DIFFER'}" for k, v in same.items()),
+      "| tokens", a["tokens"][:12])
+sys.exit(0 if same.get("tokens") else 1)
+PY
   done
 fi
-if has compare && [ -x scripts/compare_transformers.py ]; then
-  step compare python3 scripts/compare_transformers.py --ferry "$build/ferry" --work /tmp/ferry-models
+
+if has compare; then
+  step compare_qwen3-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
+    --model "$models/qwen3-tiny" --backend cpu --tokens 8
+  step compare_qwen3-vl-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
+    --model "$models/qwen3-vl-tiny" --backend cpu --tokens 8
+  step compare_vision_tiny 300 python3 scripts/compare_vision_transformers.py --build "$build" --floor
+  step compare_expert_tiny 300 python3 scripts/compare_expert_transformers.py --build "$build" --floor
+  synth qwen3-8b >"$OUT/synth_qwen3-8b.log" 2>&1
+  step compare_qwen3-8b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
+    --model "$models/qwen3-8b" --backend cuda --prompt-tokens 1500 --tokens 21
 fi
+
 if has bench; then
   for preset in qwen3-8b alpamayo-r1-10b; do
-    dir=/tmp/ferry-models/$preset
-    [ -d "$dir" ] || step "synth_$preset" "$build/ferry" synth --preset "$preset" --out "$dir" --seed 1
-    step "bench_$preset" "$build/ferry" bench --model "$dir" --json
+    synth "$preset" >"$OUT/synth_$preset.log" 2>&1
+    step "bench_$preset" 400 "$build/ferry" bench --model "$models/$preset" --runs 3 --json
   done
 fi
-if has peer && [ -f bench/peer_transformers.py ]; then
+if has peer; then
   for preset in qwen3-8b alpamayo-r1-10b; do
-    step "peer_$preset" python3 bench/peer_transformers.py --model /tmp/ferry-models/$preset --json
+    synth "$preset" >/dev/null 2>&1
+    step "peer_$preset" 400 python3 bench/peer_transformers.py --model "$models/$preset" --runs 3 --json
   done
 fi
 
 echo
-echo "== gpu_check ($(head -2 "$OUT/gpu.txt" | tail -1))"
-printf '%s\n' "${table[@]}"
+echo "== gpu_check on $(sed -n 2p "$OUT/gpu.txt")"
+printf '%s\n' "${table[@]}" | tee "$OUT/summary.txt"

@@ -70,9 +70,10 @@ std::array<int32_t, kHistoryTokens> history_tokens(const EgoHistory& history) {
 float estimate_v0(const EgoHistory& history, double dt) {
   constexpr int n = kHistoryPoints;
   const auto fdt = static_cast<float>(dt);
-  // Unwrapped headings: θ_0 = yaw_0, then wrapped differences summed.
+  // Headings as the reference takes them from rotation matrices (atan2, so in (−π, π]), then
+  // unwrapped by summing the wrapped differences.
   std::array<float, n> theta{};
-  theta[0] = history.yaw[0];
+  theta[0] = std::atan2(std::sin(history.yaw[0]), std::cos(history.yaw[0]));
   for (int t = 1; t < n; ++t) {
     const float d = history.yaw[static_cast<size_t>(t)] - history.yaw[static_cast<size_t>(t - 1)];
     theta[static_cast<size_t>(t)] =

@@ -155,6 +155,15 @@ TEST(EgoHistory, V0MatchesFloat64SolveOnCurvedHistories) {
   }
 }
 
+TEST(EgoHistory, V0IsInvariantToWholeTurnsInYaw) {
+  EgoHistory h = synthetic_history(21);
+  const float v0 = estimate_v0(h, 0.1);
+  // The same headings written 2π apart (as angles from rotation matrices may come) and with a
+  // jump across ±π in the middle: the unwrapped headings, and so v0, are the same.
+  for (size_t k = 0; k < 16; ++k) h.yaw[k] += (k < 8 ? 2.0f : -2.0f) * 3.14159265f;
+  EXPECT_NEAR(estimate_v0(h, 0.1), v0, 1e-4 * std::abs(v0));
+}
+
 TEST(EgoHistory, UnicycleMatchesClosedFormForConstantControls) {
   const ActionSpaceConfig cfg;
   const EgoHistory h = straight_history(10.0f);

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Compare ferry's Alpamayo action expert with transformers' Qwen3VLTextModel.
+
+Writes a synthetic Alpamayo checkpoint (`ferry synth --preset alpamayo-tiny`), runs
+`ferry_expert_dump` on it (ferry's expert on the CPU backend over a seeded stand-in for the text
+KV cache, from a seeded x0), then runs the same flow in PyTorch: transformers' Qwen3VLTextModel
+for the expert layers (DynamicCache holding the same cache rows, the additive mask of spec §6.3,
+positions rope_pos0 + j), with action_in_proj and action_out_proj written here from spec §6.2
+(Fourier frequencies fp32-computed and rounded to bf16, ferry's default), all under bf16 autocast
+as the reference runs. Compares every step's velocity and the final actions.
+
+With --floor it also runs the PyTorch side in fp32 and reports how far ferry and the bf16
+PyTorch run each are from it. Exit status 1 when the final actions differ by more than --tol
+(error RMS / actions RMS). Needs torch, transformers, safetensors and numpy; GPU machine.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def rms_ratio(got, ref):
+    return float(np.sqrt(np.mean((got - ref) ** 2) / np.mean(ref ** 2)))
+
+
+def build_torch_side(ckpt, device):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import Qwen3VLTextConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
+
+    cfg = json.load(open(os.path.join(ckpt, "config.json")))
+    tensors = load_file(os.path.join(ckpt, "model.safetensors"))
+    text_cfg = dict(cfg["vlm_config"]["text_config"])
+    text_cfg.update({k: v for k, v in cfg["expert_cfg"].items() if k != "dtype"})
+    expert = Qwen3VLTextModel(Qwen3VLTextConfig(**text_cfg))
+    del expert.embed_tokens
+    expert.load_state_dict({k[len("expert."):]: v for k, v in tensors.items()
+                            if k.startswith("expert.")}, strict=True)
+    aip = cfg["action_in_proj_cfg"]
+    hidden = expert.config.hidden_size
+
+    class RMSNorm(torch.nn.Module):  # spec §1: normalize in fp32, cast back, then × weight
+        def __init__(self, n):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(n))
+
+        def forward(self, x):
+            u = x.float()
+            n = u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + 1e-5)
+            return self.weight * n.to(x.dtype)
+
+    class ActionInProj(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            n, mid = aip["num_fourier_feats"], aip["hidden_size"]
+            f = torch.logspace(0, math.log10(aip["max_freq"]), n // 2, dtype=torch.float64)
+            self.register_buffer("freqs", f.float().to(torch.bfloat16).float())
+            self.encoder = torch.nn.Module()
+            self.encoder.trunk = torch.nn.Sequential(
+                torch.nn.Linear(3 * n, mid), torch.nn.SiLU(), RMSNorm(mid),
+                torch.nn.Linear(mid, mid), torch.nn.SiLU(), RMSNorm(mid),
+                torch.nn.Linear(mid, hidden))
+            self.norm = torch.nn.LayerNorm(hidden, eps=1e-5)
+
+        def fourier(self, u):
+            a = u.unsqueeze(-1) * self.freqs * 2 * math.pi
+            return torch.cat([a.sin(), a.cos()], dim=-1) * math.sqrt(2)
+
+        def forward(self, x, t):
+            f = torch.cat([self.fourier(x[..., 0]), self.fourier(x[..., 1]),
+                           self.fourier(t.expand(x.shape[:-1]))], dim=-1)
+            return self.norm(self.encoder.trunk(f))
+
+    action_in = ActionInProj()
+    res = action_in.load_state_dict({k[len("action_in_proj."):]: v for k, v in tensors.items()
+                                     if k.startswith("action_in_proj.")}, strict=False)
+    if res.unexpected_keys or set(res.missing_keys) - {"freqs"}:
+        raise SystemExit(f"action_in_proj weights do not match: {res}")
+    action_out = torch.nn.Linear(hidden, 2)
+    action_out.load_state_dict({"weight": tensors["action_out_proj.weight"],
+                                "bias": tensors["action_out_proj.bias"]})
+    mods = [m.to(torch.bfloat16).to(device).eval() for m in (expert, action_in, action_out)]
+    return mods, cfg
+
+
+def run_flow(mods, dump, device, steps, fp32):
+    import torch
+    from transformers import DynamicCache
+
+    expert, action_in, action_out = mods
+    if fp32:
+        expert, action_in, action_out = (m.float() for m in mods)
+    cache_len, offset, pos0 = (int(v) for v in dump["meta"][0])
+    layers = expert.config.num_hidden_layers
+    kv_heads, hd = expert.config.num_key_value_heads, expert.config.head_dim
+    dtype = torch.float32 if fp32 else torch.bfloat16
+
+    def cache_of(name):
+        c = torch.from_numpy(dump[name]).to(device).view(layers, cache_len, kv_heads, hd)
+        return c.permute(0, 2, 1, 3).unsqueeze(1).to(dtype)  # [L, 1, kv_heads, len, hd]
+
+    k, v = cache_of("k_cache"), cache_of("v_cache")
+    cache = DynamicCache()
+    for layer in range(layers):
+        cache.update(k[layer], v[layer], layer)
+    x = torch.from_numpy(dump["x0"]).to(device).unsqueeze(0)
+    n_way = x.shape[1]
+    grid = torch.linspace(0, 1, steps + 1, device=device)
+    pos = (pos0 + torch.arange(n_way, device=device)).view(1, 1, -1).expand(3, 1, -1)
+    mask = torch.zeros(1, 1, n_way, cache_len + n_way, device=device)
+    mask[..., offset:cache_len] = torch.finfo(torch.float32).min
+    velocities = []
+    with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16, enabled=not fp32):
+        for i in range(steps):
+            e = action_in(x, grid[i].view(1, 1, 1))
+            h = expert(inputs_embeds=e, position_ids=pos, past_key_values=cache,
+                       attention_mask=mask.to(e.dtype), use_cache=True).last_hidden_state
+            cache.crop(cache_len)
+            vel = action_out(h)
+            velocities.append(vel.float().reshape(-1).cpu().numpy())
+            x = x + (grid[i + 1] - grid[i]) * vel.float()
+    return np.stack(velocities).astype(np.float64), x[0].float().cpu().numpy().astype(np.float64)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build", help="ferry build folder")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tol", type=float, default=0.05, help="actions error RMS / actions RMS")
+    ap.add_argument("--floor", action="store_true", help="also compare against an fp32 run")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+
+    work = args.workdir or tempfile.mkdtemp(prefix="ferry_expert_")
+    ckpt, out = os.path.join(work, "ckpt"), os.path.join(work, "out")
+    os.makedirs(out, exist_ok=True)
+    subprocess.run([os.path.join(args.build, "ferry"), "synth", "--preset", "alpamayo-tiny",
+                    "--out", ckpt, "--seed", str(args.seed), "--force"], check=True)
+    subprocess.run([os.path.join(args.build, "tests", "ferry_expert_dump"), ckpt, out,
+                    str(args.seed)], check=True)
+    dump = {n: np.load(os.path.join(out, n + ".npy"))
+            for n in ("x0", "velocities", "actions", "k_cache", "v_cache", "meta")}
+    mods, cfg = build_torch_side(ckpt, args.device)
+    steps = dump["velocities"].shape[0]
+    vel, actions = run_flow(mods, dump, args.device, steps, fp32=False)
+    ferry_vel = dump["velocities"].astype(np.float64)
+    ferry_act = dump["actions"].astype(np.float64)
+    for i in range(steps):
+        print(f"step {i}: velocity error rms / rms = {rms_ratio(ferry_vel[i], vel[i]):.2e}")
+    ratio = rms_ratio(ferry_act, actions)
+    print(f"actions: error rms / rms = {ratio:.2e} {'ok' if ratio <= args.tol else 'FAIL'}")
+    if args.floor:
+        vel32, act32 = run_flow(mods, dump, args.device, steps, fp32=True)
+        print(f"vs fp32: step-0 velocity ferry {rms_ratio(ferry_vel[0], vel32[0]):.2e}, "
+              f"torch bf16 {rms_ratio(vel[0], vel32[0]):.2e}; actions ferry "
+              f"{rms_ratio(ferry_act, act32):.2e}, torch bf16 {rms_ratio(actions, act32):.2e}")
+    return 0 if ratio <= args.tol else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
