@@ -175,6 +175,11 @@ void run(const RunArgs& a) {
   if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
 
   const PhaseTimes& t = r.times;
+  auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
+  const double prefill_tps = rate(static_cast<double>(r.prompt.size()), t.of(Phase::prefill));
+  const double decode_tps = rate(static_cast<double>(decode_steps(config, w)), t.of(Phase::decode));
+  const double load_gbps =
+      rate(static_cast<double>(resident.bytes()) / 1e9, resident.load_seconds());
   if (a.json) {
     nlohmann::json j;
     j["model"] = architecture_name(config.arch);
@@ -190,6 +195,8 @@ void run(const RunArgs& a) {
                    {"decode", t.of(Phase::decode)},
                    {"expert", t.of(Phase::expert)},
                    {"total", t.total_seconds}};
+    j["prefill_tokens_per_s"] = prefill_tps;
+    j["decode_tokens_per_s"] = decode_tps;
     if (config.alpamayo() != nullptr) {
       j["actions_hash"] = hex64(r.actions_hash);
       j["actions"] = r.actions;
@@ -201,8 +208,8 @@ void run(const RunArgs& a) {
   }
   std::printf("model      %s (%s), backend %s (%s)\n", architecture_name(config.arch),
               a.model.c_str(), std::string(backend->name()).c_str(), backend->info().name.c_str());
-  std::printf("weights    %.1f MB resident, loaded in %.3f s\n",
-              static_cast<double>(resident.bytes()) / 1e6, resident.load_seconds());
+  std::printf("weights    %.1f MB resident, loaded in %.3f s (%.2f GB/s)\n",
+              static_cast<double>(resident.bytes()) / 1e6, resident.load_seconds(), load_gbps);
   std::printf("prompt     %zu tokens (rope delta %" PRId64 ")\n", r.prompt.size(), r.rope_delta);
   std::printf("generated  %s\n", join(r.tokens).c_str());
   std::printf("logits     last %s, prefill %s (FNV-1a 64 of bf16 logits)\n",
@@ -222,6 +229,7 @@ void run(const RunArgs& a) {
       "time       vision %.3f s, prefill %.3f s, decode %.3f s, expert %.3f s, total %.3f s\n",
       t.of(Phase::vision), t.of(Phase::prefill), t.of(Phase::decode), t.of(Phase::expert),
       t.total_seconds);
+  std::printf("rates      prefill %.1f tokens/s, decode %.1f tokens/s\n", prefill_tps, decode_tps);
 }
 
 }  // namespace
