@@ -49,6 +49,29 @@ TEST(TextRopeIndex, SixteenAlpamayoImagesGiveDeltaMinus2592) {
   EXPECT_EQ(r->pos[(4 + 180) * 3], 4 + 18);
 }
 
+TEST(TextRopeIndex, DecodePositionsContinueThePrompt) {
+  // Decode at cache row c uses c + rope_delta: the same position get_rope_index gives a text token
+  // appended to the prompt.
+  std::vector<int32_t> ids = {1, 2, 151652};
+  ids.insert(ids.end(), 12, kPad);
+  ids.push_back(151653);
+  ids.insert(ids.end(), {3, 4});
+  const std::array<int64_t, 3> grid = {1, 3, 4};
+  auto prompt = rope_index(ids, kPad, std::span(&grid, 1));
+  ASSERT_TRUE(prompt.ok());
+  for (int extra = 1; extra <= 3; ++extra) {
+    std::vector<int32_t> longer = ids;
+    longer.insert(longer.end(), static_cast<size_t>(extra), 7);
+    auto r = rope_index(longer, kPad, std::span(&grid, 1));
+    ASSERT_TRUE(r.ok());
+    const auto c = static_cast<int64_t>(longer.size()) - 1;
+    for (int col = 0; col < 3; ++col) {
+      EXPECT_EQ(r->pos[static_cast<size_t>(c * 3 + col)], c + prompt->rope_delta);
+    }
+    EXPECT_EQ(r->rope_delta, prompt->rope_delta);
+  }
+}
+
 TEST(TextRopeIndex, RejectsMismatchedImages) {
   std::vector<int32_t> ids = {1, kPad, kPad, 2};
   const std::array<int64_t, 3> grid = {1, 1, 3};  // needs 3 tokens, prompt has 2
