@@ -91,6 +91,13 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   return d;
 }
 
+void TextDecoder::reset(Stream& stream) {
+  backend_->fill_zero(stream, cache_.data(), cache_.bytes());
+  cache_.set_length(0);
+  visual_active_ = false;
+  visual_ = {};
+}
+
 Status TextDecoder::begin_step(Stream& stream, std::span<const int32_t> ids,
                                std::span<const int32_t> positions) {
   const auto n = static_cast<int64_t>(ids.size());

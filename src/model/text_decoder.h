@@ -40,6 +40,10 @@ class TextDecoder {
   TextDecoder(const TextDecoder&) = delete;
   TextDecoder& operator=(const TextDecoder&) = delete;
 
+  // Empties the cache and zeroes its bytes (so every cache byte is defined and a cache hash is
+  // reproducible run to run).
+  void reset(Stream& stream);
+
   // Starts a step of ids.size() tokens at cache row cache().length(), which then advances.
   // positions: [n, 3] (t, h, w) per token (rope_index.h). Host memory is copied; it need not
   // outlive the call.

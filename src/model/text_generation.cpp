@@ -22,9 +22,10 @@ Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend&
 
 Status TextGeneration::begin(Stream& stream, const Call& call) {
   if (call.phase == Phase::prefill) {
-    if (decoder_.cache().length() != 0) {
+    if (decoder_.cache().length() != 0 || !tokens_.empty()) {
       return make_error(ErrorCode::internal, "generation: prefill after other steps");
     }
+    decoder_.reset(stream);
     FERRY_RETURN_IF_ERROR(decoder_.begin_step(stream, prompt_, positions_.pos));
     if (visual_) FERRY_RETURN_IF_ERROR(decoder_.set_visual(stream, *visual_));
     return {};

@@ -161,9 +161,10 @@ TEST(Golden, AlpamayoTinyAndTheExpertLeavesTheCacheAlone) {
   EXPECT_EQ(a->trajectory_xyz.size(), 64u);
   EXPECT_NE(a->kv_hash_before_expert, 0u);
   EXPECT_EQ(a->kv_hash_before_expert, a->kv_hash_after_expert);
-  auto b = m.run(w);
+  auto b = m.run(w, opts);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(a->actions, b->actions);
+  EXPECT_EQ(a->kv_hash_after_expert, b->kv_hash_after_expert);  // every cache byte is defined
   expect_golden(*a, Golden{{28802, 143313, 8004, 49534, 155681},
                            0x813d712f3831baceull,
                            0xd8792f994cf2cd8eull,
