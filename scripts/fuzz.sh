@@ -22,7 +22,8 @@ for t in "${targets[@]}"; do
   log="$build/fuzz-work/$t.log"
   status=0
   "$build/fuzz/$t" -max_total_time="$per_target" -timeout=10 -rss_limit_mb=2048 \
-    -artifact_prefix="$build/fuzz-work/$t-" -print_final_stats=1 "$work" tests/corpus \
+    -dict=fuzz/safetensors.dict -artifact_prefix="$build/fuzz-work/$t-" -print_final_stats=1 \
+    "$work" tests/corpus \
     >"$log" 2>&1 || status=$?
   grep -E "INITED|DONE|stat::number_of_executed_units" "$log" || true
   if [ "$status" -ne 0 ]; then

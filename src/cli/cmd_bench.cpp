@@ -1,11 +1,244 @@
-// Placeholder until the bench command lands (see the open issues); replaced, not extended.
+// `ferry bench`: the reference workload, all weights resident, median of several runs after a
+// warm-up, each stage printed against its floor (FLOPs over the measured BF16 matrix peak, bytes
+// over the measured device-memory bandwidth, both measured in the same run).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
 #include "cli/commands.h"
+#include "exec/machine_limits.h"
+#include "exec/resident_weights.h"
+#include "format/config_json.h"
+#include "format/safetensors.h"
+#include "model/call_sequence.h"
+#include "model/cost.h"
+#include "model/inference.h"
+#include "model/weights.h"
 
 namespace ferry::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::string backend;
+  int runs = 5;
+  int warmup = 1;
+  std::optional<int64_t> images;
+  std::optional<int64_t> image_height;
+  std::optional<int64_t> image_width;
+  std::optional<int64_t> prompt_tokens;
+  std::optional<int64_t> tokens;
+  std::optional<int64_t> steps;
+  bool json = false;
+};
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "ferry bench: " << message << '\n';
+  throw CLI::RuntimeError(2);
+}
+template <class T>
+T check(Result<T> r) {
+  if (!r.ok()) fail(r.error().to_string());
+  return std::move(r).value();
+}
+void check(const Status& s) {
+  if (!s.ok()) fail(s.error().to_string());
+}
+
+// The reference workload (Alpamayo-R1: 16 images of 320x576 from 4 cameras x 4 frames, a
+// ~3000-token prompt, 21 tokens, 10 flow steps; Qwen3: 1500-token prompt, 21 tokens), scaled
+// down for tiny models so that the CPU finishes in seconds.
+Workload bench_workload(const BenchArgs& a, const ModelConfig& config) {
+  const bool full = config.text().hidden_size >= 1024;
+  Workload w;
+  w.seed = 1;
+  w.gen_tokens = a.tokens.value_or(full ? 21 : 8);
+  if (const Qwen3VLConfig* vlm = config.vlm()) {
+    w.num_images = a.images.value_or(full ? 16 : 2);
+    w.image_height = a.image_height.value_or(full ? 320 : 128);
+    w.image_width = a.image_width.value_or(full ? 576 : 192);
+    const int64_t image_tokens = w.num_images * (w.image_height / 32) * (w.image_width / 32);
+    w.prompt_tokens = a.prompt_tokens.value_or(full ? 3007 : image_tokens + 120);
+    (void)vlm;
+  } else {
+    w.prompt_tokens = a.prompt_tokens.value_or(full ? 1500 : 64);
+  }
+  if (const AlpamayoConfig* ar = config.alpamayo()) {
+    w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
+  }
+  return w;
+}
+
+struct StageStats {
+  std::vector<double> seconds;  // one per timed run
+  double floor = 0, flops = 0, bytes = 0;
+  int64_t calls = 0;
+
+  double median() const {
+    std::vector<double> s = seconds;
+    std::sort(s.begin(), s.end());
+    return s.empty() ? 0.0 : s[s.size() / 2];
+  }
+  double min() const {
+    return seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end());
+  }
+  double max() const {
+    return seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end());
+  }
+};
+
+void bench(const BenchArgs& a) {
+  if (a.runs < 1 || a.warmup < 0) fail("--runs must be >= 1 and --warmup >= 0");
+  const ModelConfig config = check(load_config(a.model));
+  const ModelWeights weights = check(describe_weights(config));
+  const Workload w = bench_workload(a, config);
+  check(validate_workload(w, config));
+  const std::vector<Call> calls = check(call_sequence(weights, config, w));
+  const Checkpoint ckpt = check(Checkpoint::open(a.model));
+  check(bind_checkpoint(weights, ckpt));
+  BackendKind kind = default_backend_kind();
+  if (!a.backend.empty()) {
+    auto k = parse_backend_kind(a.backend);
+    if (!k) fail("--backend: expected cpu or cuda, got " + a.backend);
+    kind = *k;
+  }
+  std::unique_ptr<Backend> backend = check(create_backend(kind));
+  auto stream = backend->create_stream();
+  if (!a.json) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
+  const MachineLimits limits = check(measure_machine_limits(*backend, *stream));
+  if (!a.json) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
+  ResidentWeights resident = check(ResidentWeights::load(*backend, *stream, weights, ckpt));
+
+  std::vector<InferenceResult> results;
+  for (int i = 0; i < a.warmup + a.runs; ++i) {
+    if (!a.json) {
+      std::fprintf(stderr, "bench: %s %d/%d\n", i < a.warmup ? "warm-up" : "run",
+                   i < a.warmup ? i + 1 : i - a.warmup + 1, i < a.warmup ? a.warmup : a.runs);
+    }
+    InferenceResult r = check(run_inference(*backend, config, weights, resident, w, {}));
+    if (i >= a.warmup) results.push_back(std::move(r));
+  }
+  const InferenceResult& first = results.front();
+  for (const auto& r : results) {
+    if (r.tokens != first.tokens || r.logits_hash != first.logits_hash ||
+        r.actions_hash != first.actions_hash) {
+      fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
+    }
+  }
+
+  // Floors, from the actual prompt length and the rows the expert saw.
+  const CostContext ctx =
+      cost_context(config, w, static_cast<int64_t>(first.prompt.size()), first.expert_offset);
+  const std::vector<CallCost> costs = call_costs(config, weights, calls, ctx);
+  std::array<StageStats, 5> stages;  // vision, prefill, decode, expert, total
+  for (size_t i = 0; i < calls.size(); ++i) {
+    for (size_t s : {static_cast<size_t>(calls[i].phase), size_t{4}}) {
+      stages[s].floor += costs[i].floor_seconds(limits.gemm_flops, limits.copy_bandwidth);
+      stages[s].flops += costs[i].flops;
+      stages[s].bytes += costs[i].bytes();
+      stages[s].calls += 1;
+    }
+  }
+  for (const auto& r : results) {
+    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(r.times.seconds[s]);
+    stages[4].seconds.push_back(r.times.total_seconds);
+  }
+  const char* names[] = {"vision", "prefill", "decode", "expert", "total"};
+  int64_t decode_steps = 0;  // distinct decode steps in the call sequence
+  for (const Call& c : calls) {
+    if (c.phase == Phase::decode) decode_steps = std::max<int64_t>(decode_steps, c.step + 1);
+  }
+
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["architecture"] = architecture_name(config.arch);
+    j["backend"] = std::string(backend->name());
+    j["device"] = backend->info().name;
+    j["runs"] = a.runs;
+    j["warmup"] = a.warmup;
+    j["workload"] = {{"images", w.num_images},       {"image_height", w.image_height},
+                     {"image_width", w.image_width}, {"prompt_tokens", first.prompt.size()},
+                     {"tokens", w.gen_tokens},       {"flow_steps", w.flow_steps}};
+    j["machine"] = {{"bf16_gemm_tflops", limits.gemm_flops / 1e12},
+                    {"gemm_size", limits.gemm_size},
+                    {"copy_bandwidth_gbs", limits.copy_bandwidth / 1e9},
+                    {"copy_bytes", limits.copy_bytes}};
+    j["weights_bytes"] = resident.bytes();
+    j["load_s"] = resident.load_seconds();
+    for (size_t s = 0; s < 5; ++s) {
+      if (stages[s].calls == 0) continue;
+      j["stages"][names[s]] = {{"median_s", stages[s].median()}, {"min_s", stages[s].min()},
+                               {"max_s", stages[s].max()},       {"floor_s", stages[s].floor},
+                               {"flops", stages[s].flops},       {"bytes", stages[s].bytes},
+                               {"calls", stages[s].calls},       {"runs_s", stages[s].seconds}};
+    }
+    j["tokens"] = first.tokens;
+    std::cout << j.dump() << '\n';
+    return;
+  }
+  std::printf("ferry bench: %s (%s) on %s (%s), median of %d runs after %d warm-up\n",
+              a.model.c_str(), architecture_name(config.arch), std::string(backend->name()).c_str(),
+              backend->info().name.c_str(), a.runs, a.warmup);
+  std::printf("workload: ");
+  if (w.num_images > 0) {
+    std::printf("%lld images %lldx%lld, ", static_cast<long long>(w.num_images),
+                static_cast<long long>(w.image_height), static_cast<long long>(w.image_width));
+  }
+  std::printf("prompt %zu tokens, %lld generated", first.prompt.size(),
+              static_cast<long long>(w.gen_tokens));
+  if (config.alpamayo() != nullptr) {
+    std::printf(", %lld flow steps", static_cast<long long>(w.flow_steps));
+  }
+  std::printf("\nmachine:  BF16 GEMM %.3g TFLOP/s (%lld^3, measured), copy %.1f GB/s (measured)\n",
+              limits.gemm_flops / 1e12, static_cast<long long>(limits.gemm_size),
+              limits.copy_bandwidth / 1e9);
+  std::printf("weights:  %.2f GB resident, loaded in %.2f s\n\n",
+              static_cast<double>(resident.bytes()) / 1e9, resident.load_seconds());
+  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s\n", "stage", "median", "min", "max", "floor",
+              "floor/t", "TFLOP/s", "GB/s");
+  for (size_t s = 0; s < 5; ++s) {
+    if (stages[s].calls == 0) continue;
+    const double t = stages[s].median();
+    std::printf("%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f\n", names[s], t * 1e3,
+                stages[s].min() * 1e3, stages[s].max() * 1e3, stages[s].floor * 1e3,
+                t > 0 ? 100.0 * stages[s].floor / t : 0.0, t > 0 ? stages[s].flops / t / 1e12 : 0,
+                t > 0 ? stages[s].bytes / t / 1e9 : 0);
+  }
+  if (decode_steps > 0) {
+    const double steps = static_cast<double>(decode_steps);
+    std::printf("\ndecode step: %.3f ms, floor %.3f ms (%.2fx the floor)\n",
+                stages[2].median() / steps * 1e3, stages[2].floor / steps * 1e3,
+                stages[2].floor > 0 ? stages[2].median() / stages[2].floor : 0.0);
+  }
+}
+
+}  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "(not built yet)");
-  cmd->callback([] { throw CLI::RuntimeError("ferry bench: not built yet", 2); });
+  auto args = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand(
+      "bench", "Time the reference workload, each stage against the machine's floor");
+  cmd->add_option("--model", args->model, "Checkpoint folder (config.json + safetensors)")
+      ->required();
+  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)");
+  cmd->add_option("--runs", args->runs, "Timed runs (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Untimed runs first")->capture_default_str();
+  cmd->add_option("--images", args->images, "Images (vision models; default 16 full-size)");
+  cmd->add_option("--image-height", args->image_height, "Image height in pixels (multiple of 32)");
+  cmd->add_option("--image-width", args->image_width, "Image width in pixels (multiple of 32)");
+  cmd->add_option("--prompt-tokens", args->prompt_tokens, "Total prompt length");
+  cmd->add_option("--tokens", args->tokens, "Tokens to generate (default 21 full-size)");
+  cmd->add_option("--steps", args->steps, "Flow-matching steps (Alpamayo)");
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] { bench(*args); });
 }
 
 }  // namespace ferry::cli

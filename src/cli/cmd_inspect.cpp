@@ -1,11 +1,81 @@
-// Placeholder until the inspect command lands (see the open issues); replaced, not extended.
+// ferry inspect PATH [--json] [--tensors]: a checkpoint's tensors by weight group, with
+// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2.
+#include <sys/stat.h>
+
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
 #include "cli/commands.h"
+#include "cli/inspect_report.h"
+#include "format/config_json.h"
+#include "format/safetensors.h"
 
 namespace ferry::cli {
+namespace {
+
+struct InspectOptions {
+  std::string path;
+  bool json = false;
+  bool tensors = false;
+};
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int run_inspect(const InspectOptions& o) {
+  auto ckpt = Checkpoint::open(o.path);
+  if (!ckpt.ok()) {
+    std::cerr << "ferry inspect: " << ckpt.error().to_string() << "\n";
+    return 2;
+  }
+  InspectReport report;
+  report.path = o.path;
+  report.files = ckpt->files().size();
+  for (const auto& e : ckpt->entries()) {
+    const std::string& file = ckpt->files()[e.shard].path();
+    report.tensors.push_back(InspectTensor{e.info->name, e.info->dtype, e.info->shape,
+                                           e.info->bytes,
+                                           std::filesystem::path(file).filename().string()});
+  }
+  // config.json beside the weights (in the folder, or next to a single .safetensors file).
+  std::filesystem::path dir = o.path;
+  if (is_file(o.path)) dir = dir.parent_path();
+  const std::string config_path = (dir / "config.json").string();
+  std::optional<ModelConfig> config;
+  if (!is_file(config_path)) {
+    report.note = "no config.json";
+  } else if (auto c = load_config(config_path); c.ok()) {
+    config = std::move(c).value();
+  } else {
+    report.note = c.error().message;
+  }
+  group_report(report, config ? &*config : nullptr);
+  std::cout << (o.json ? format_json(report, o.tensors) : format_text(report, o.tensors));
+  return 0;
+}
+
+}  // namespace
 
 void add_inspect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "(not built yet)");
-  cmd->callback([] { throw CLI::RuntimeError("ferry inspect: not built yet", 2); });
+  auto opts = std::make_shared<InspectOptions>();
+  auto* cmd = app.add_subcommand(
+      "inspect", "Tensors, dtypes, shapes and bytes of a checkpoint, by weight group and module");
+  cmd->add_option("path", opts->path, "checkpoint folder or .safetensors file")->required();
+  cmd->add_flag("--json", opts->json, "print JSON");
+  cmd->add_flag("--tensors", opts->tensors, "list every tensor");
+  cmd->callback([opts] {
+    int rc = 2;
+    try {
+      rc = run_inspect(*opts);
+    } catch (const std::exception& e) {
+      std::cerr << "ferry inspect: internal error: " << e.what() << "\n";
+    }
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
 }
 
 }  // namespace ferry::cli

@@ -36,9 +36,17 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
     c.dir_ = path;
     const std::string idx = (fs::path(path) / kIndexName).string();
     const std::string one = (fs::path(path) / kSingleName).string();
-    if (fs::exists(idx, ec)) {
+    const bool has_index = fs::exists(idx, ec);
+    const bool has_single = fs::exists(one, ec);
+    if (has_index && has_single) {
+      // transformers would load model.safetensors, a reader going by the index the shards:
+      // refuse to guess which one is current.
+      return make_error(ErrorCode::format, path + ": folder holds both " + std::string(kIndexName) +
+                                               " and " + kSingleName + "; remove the stale one");
+    }
+    if (has_index) {
       index_path = idx;
-    } else if (fs::exists(one, ec)) {
+    } else if (has_single) {
       single_path = one;
     } else {
       return make_error(ErrorCode::io, path + ": folder holds neither " + std::string(kIndexName) +

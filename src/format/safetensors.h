@@ -66,6 +66,7 @@ class SafetensorsFile {
  private:
   MappedFile map_;
   SafetensorsHeader header_;
+  std::map<std::string, size_t, std::less<>> by_name_;  // name -> index in header_.tensors
 };
 
 // A checkpoint: a folder holding model.safetensors, or model.safetensors.index.json and its
@@ -109,6 +110,7 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
 // Splits into shards of at most max_shard_bytes of tensor data (a tensor larger than that gets a
 // shard of its own), named model-00001-of-0000N.safetensors, plus model.safetensors.index.json,
 // as Hugging Face writers do. A single shard is written as model.safetensors without an index.
+// Checkpoint files of an earlier write in `dir` that this one does not replace are removed.
 Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors,
                         uint64_t max_shard_bytes = 5'000'000'000ull,
                         const std::map<std::string, std::string>& metadata = {{"format", "pt"}});

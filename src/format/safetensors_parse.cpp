@@ -150,6 +150,8 @@ uint64_t read_le64(const std::byte* p) {
 }  // namespace
 
 int64_t TensorInfo::numel() const {
+  for (int64_t d : shape)
+    if (d == 0) return 0;  // the other dims may multiply past int64 (see parse)
   int64_t n = 1;
   for (int64_t d : shape) n *= d;  // validated at parse time not to overflow
   return n;
@@ -228,13 +230,14 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.map_ = std::move(map);
   f.header_ = std::move(header);
+  for (size_t i = 0; i < f.header_.tensors.size(); ++i)
+    f.by_name_.emplace(f.header_.tensors[i].name, i);
   return f;
 }
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const {
-  for (const TensorInfo& t : header_.tensors)
-    if (t.name == name) return &t;
-  return nullptr;
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &header_.tensors[it->second];
 }
 
 std::span<const std::byte> SafetensorsFile::data(const TensorInfo& t) const {

@@ -12,6 +12,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <regex>
 #include <set>
 #include <thread>
 #include <utility>
@@ -23,7 +24,6 @@ namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
-using ordered_json = nlohmann::ordered_json;
 using strict_json::quote;
 
 Error io_error(const std::string& path, const char* what, int err) {
@@ -40,12 +40,13 @@ Result<uint64_t> tensor_bytes(const TensorToWrite& t, const std::string& path) {
   if (t.name == "__metadata__") return bad("name is reserved");
   if (strict_json::find_invalid_utf8(t.name)) return bad("name is not valid UTF-8");
   if (!t.fill) return bad("no fill function");
+  for (int64_t d : t.shape)
+    if (d < 0) return bad("negative dimension " + std::to_string(d));
+  if (std::count(t.shape.begin(), t.shape.end(), 0) > 0) return uint64_t{0};
   uint64_t n = dtype_size(t.dtype);
   for (int64_t d : t.shape) {
-    if (d < 0) return bad("negative dimension " + std::to_string(d));
     const auto ud = static_cast<uint64_t>(d);
-    if (ud != 0 && n > std::numeric_limits<uint64_t>::max() / 2 / ud)
-      return bad("byte size overflows");
+    if (n > std::numeric_limits<uint64_t>::max() / 2 / ud) return bad("byte size overflows");
     n *= ud;
   }
   return n;
@@ -78,11 +79,25 @@ struct Mapping {
   }
 };
 
+// Asks the kernel to fault in a tensor's pages writable in one call (Linux >= 5.14), instead of
+// one page fault per 4 KiB during fill. Best effort: older kernels just fault on first touch.
+void prefault(std::byte* map_base, std::byte* begin, uint64_t size) {
+#ifdef MADV_POPULATE_WRITE
+  if (size == 0) return;
+  static const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = static_cast<uint64_t>(begin - map_base) / page * page;
+  const uint64_t last = static_cast<uint64_t>(begin - map_base) + size;
+  (void)::madvise(map_base + first, static_cast<size_t>(last - first), MADV_POPULATE_WRITE);
+#else
+  (void)map_base, (void)begin, (void)size;
+#endif
+}
+
 // Runs every fill into its span with up to hardware_concurrency threads (largest first, so one
 // big embedding does not start last). Exceptions from fill come back as an error.
-Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* data,
-                     const std::vector<uint64_t>& offsets, const std::vector<uint64_t>& sizes,
-                     const std::string& path) {
+Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_base,
+                     std::byte* data, const std::vector<uint64_t>& offsets,
+                     const std::vector<uint64_t>& sizes, const std::string& path) {
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -93,6 +108,7 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* data,
   auto work = [&] {
     for (size_t k = next++; k < order.size() && !failed; k = next++) {
       const size_t i = order[k];
+      prefault(map_base, data + offsets[i], sizes[i]);
       try {
         tensors[i].fill(std::span<std::byte>(data + offsets[i], static_cast<size_t>(sizes[i])));
       } catch (const std::exception& e) {
@@ -112,13 +128,34 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* data,
   return {};
 }
 
+// A checkpoint of an earlier write in the same folder (model.safetensors, an index, shards
+// model-NNNNN-of-NNNNN.safetensors) that the new one does not overwrite would be found by a
+// loader: remove those, as transformers' save_pretrained does. Other files are left alone.
+Status remove_stale_outputs(const std::string& dir, const std::set<std::string>& keep) {
+  static const std::regex shard(R"(model-[0-9]{5}-of-[0-9]{5}\.safetensors)");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool ours = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                      std::regex_match(name, shard);
+    if (!ours || keep.count(name)) continue;
+    if (!fs::remove(e.path(), ec) || ec)
+      return make_error(ErrorCode::io, e.path().string() + ": cannot remove stale file: " +
+                                           (ec ? ec.message() : std::string("not removed")));
+  }
+  if (ec) return make_error(ErrorCode::io, dir + ": cannot list: " + ec.message());
+  return {};
+}
+
 }  // namespace
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata) {
   FERRY_RETURN_IF_ERROR(check_metadata(metadata, path));
-  ordered_json header = ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // The header text is assembled entry by entry (nlohmann's ordered_json would look every key
+  // up linearly); names and metadata are escaped by nlohmann.
+  std::string text = "{";
+  if (!metadata.empty()) text += "\"__metadata__\":" + nlohmann::json(metadata).dump();
   std::vector<uint64_t> sizes;
   std::vector<uint64_t> offsets;
   std::set<std::string_view> names;
@@ -129,14 +166,19 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
       return make_error(ErrorCode::invalid_argument, path + ": duplicate tensor " + quote(t.name));
     if (data_bytes > std::numeric_limits<uint64_t>::max() / 2 - n)
       return make_error(ErrorCode::invalid_argument, path + ": total size overflows");
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {data_bytes, data_bytes + n}}};
+    if (text.size() > 1) text += ',';
+    text += nlohmann::json(t.name).dump();
+    text += ":{\"dtype\":\"";
+    text += dtype_name(t.dtype);
+    text += "\",\"shape\":";
+    text += nlohmann::json(t.shape).dump();
+    text += ",\"data_offsets\":[" + std::to_string(data_bytes) + "," +
+            std::to_string(data_bytes + n) + "]}";
     offsets.push_back(data_bytes);
     sizes.push_back(n);
     data_bytes += n;
   }
-  std::string text = header.dump();
+  text += '}';
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as HF pads
   const uint64_t data_start = 8 + text.size();
   const uint64_t total = data_start + data_bytes;
@@ -163,7 +205,7 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
     auto* bytes = static_cast<std::byte*>(map.data);
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xFF);
     std::memcpy(bytes + 8, text.data(), text.size());
-    FERRY_RETURN_IF_ERROR(parallel_fill(tensors, bytes + data_start, offsets, sizes, path));
+    FERRY_RETURN_IF_ERROR(parallel_fill(tensors, bytes, bytes + data_start, offsets, sizes, path));
   }
   if (::close(std::exchange(tmp.fd, -1)) != 0) return io_error(tmp.path, "cannot close", errno);
   if (::rename(tmp.path.c_str(), path.c_str()) != 0)
@@ -194,17 +236,19 @@ Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>
     total += n;
   }
   const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path single_path = fs::path(dir) / "model.safetensors";
   if (shards.size() <= 1) {
-    // A stale index would take precedence over the file written now.
-    fs::remove(index_path, ec);
-    return write_safetensors((fs::path(dir) / "model.safetensors").string(),
-                             shards.empty() ? std::vector<TensorToWrite>{} : shards[0], metadata);
+    FERRY_RETURN_IF_ERROR(write_safetensors(
+        single_path.string(), shards.empty() ? std::vector<TensorToWrite>{} : shards[0], metadata));
+    return remove_stale_outputs(dir, {"model.safetensors"});
   }
+  std::set<std::string> written;
   nlohmann::json weight_map = nlohmann::json::object();  // sorted by name, as transformers writes
   for (size_t i = 0; i < shards.size(); ++i) {
     char name[64];
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
     FERRY_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / name).string(), shards[i], metadata));
+    written.insert(name);
     for (const TensorToWrite& t : shards[i]) weight_map[t.name] = name;
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
@@ -220,7 +264,8 @@ Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>
   }
   if (std::rename(tmp.c_str(), index_path.string().c_str()) != 0)
     return io_error(index_path.string(), "cannot rename into place", errno);
-  return {};
+  written.insert("model.safetensors.index.json");
+  return remove_stale_outputs(dir, written);
 }
 
 }  // namespace ferry

@@ -31,6 +31,8 @@ enum class GroupKind {
   expert_out,     // expert final norm + action_out_proj
 };
 const char* group_kind_name(GroupKind k);
+// The module a group belongs to, for per-module totals: "vision", "text", "lm_head", "expert".
+const char* group_module_name(GroupKind k);
 
 struct WeightSpec {
   std::string checkpoint_name;  // "vlm.model.language_model.layers.3.self_attn.q_proj.weight"
@@ -39,15 +41,18 @@ struct WeightSpec {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // inside the group, kGroupAlignment-aligned
   uint64_t bytes = 0;
+
+  int64_t numel() const;
 };
 
 struct WeightGroup {
   std::string name;  // "text.layers.3", "vision.blocks.0", "lm_head"
   GroupKind kind = GroupKind::decoder_layer;
-  int layer = -1;    // block index for per-layer groups
+  int layer = -1;  // block index for per-layer groups
   std::vector<WeightSpec> tensors;
   uint64_t bytes = 0;  // total, padded
 
+  int64_t params() const;  // elements of all its tensors
   const WeightSpec* find(std::string_view local_name) const;
   // A 2-D view of a tensor in a group whose bytes start at `base`. 1-D tensors are [1, n];
   // higher-rank ones are flattened to [shape[0], rest] (a conv kernel to [out, in·k·k·k]).
@@ -57,13 +62,28 @@ struct WeightGroup {
 // Every weight group of a model, in execution order, with the checkpoint names bound.
 struct ModelWeights {
   std::vector<WeightGroup> groups;
+  // Checkpoint tensors the model does not load but tolerates when present: non-learned buffers
+  // the model recomputes from config (Alpamayo's action_in_proj Fourier `freqs`).
+  std::vector<std::string> ignored;
 
   uint64_t total_bytes() const;
+  int64_t total_params() const;  // a tensor referenced by two groups (tied head) counts once
   const WeightGroup* find(std::string_view group_name) const;
 };
 
 // The architecture's name table: every tensor the model needs, grouped, laid out.
 Result<ModelWeights> describe_weights(const ModelConfig& config);
+
+// One tensor as a checkpoint lists it (name, dtype, shape): what binding checks.
+struct TensorMeta {
+  std::string name;
+  DType dtype = DType::bf16;
+  std::vector<int64_t> shape;
+};
+// The check bind_checkpoint does, on a plain list. Errors name every missing, mismatched and
+// unexpected tensor (up to a few of each, then a count); `label` prefixes the message.
+Status bind_tensors(const ModelWeights& weights, const std::vector<TensorMeta>& tensors,
+                    std::string_view label = "checkpoint");
 
 class Checkpoint;
 // Checks that every tensor the table names is in the checkpoint with the expected dtype and

@@ -208,6 +208,10 @@ def build():
            "file length == data start + last end (data not cut short)",
            st_bytes(hdr(a=A8), DATA8[:7]))
     # --- checkpoints: folders, indexes, shards ---
+    reject_dir("ambiguous_checkpoint", "holds both model.safetensors.index.json and "
+               "model.safetensors", "a folder holds an index or model.safetensors, not both",
+               {"model.safetensors.index.json": index({"a": S1}), S1: single("a"),
+                "model.safetensors": single("a")})
     reject_dir("no_checkpoint", "neither model.safetensors.index.json nor model.safetensors",
                "a folder must hold an index or model.safetensors", {"config.json": b"{}\n"})
 
@@ -337,6 +341,9 @@ def main():
         lines.append("| `%s` | %s |" % (k, rule))
     with open(os.path.join(HERE, "README.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    # Corpus bytes are exact: never let git convert line endings.
+    with open(os.path.join(HERE, ".gitattributes"), "w") as f:
+        f.write("* -text\nREADME.md text\nmake_corpus.py text\nexpected.json text\n")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Drives tests/tools/st_tool.cpp (target ferry_st_tool) found at $FERRY_BUILD_DIR/
 """
 import json
 import os
+import shutil
 import subprocess
 
 import ml_dtypes
@@ -220,3 +221,27 @@ def test_ferry_rejects_what_safetensors_rejects(tmp_path):
     r = tool("dump", cut)
     assert r.returncode == 1
     assert "cut.safetensors" in r.stderr and "does not match the header" in r.stderr
+
+
+def test_committed_corpus_matches_its_generator(tmp_path):
+    """tests/corpus/ is exactly what make_corpus.py writes (so the table and files cannot drift)."""
+    corpus = os.path.join(ROOT, "tests", "corpus")
+    work = tmp_path / "corpus"
+    work.mkdir()
+    shutil.copy(os.path.join(corpus, "make_corpus.py"), work)
+    subprocess.run(["python3", str(work / "make_corpus.py")], check=True)
+
+    def tree(root):
+        out = {}
+        for d, _, files in os.walk(root):
+            for f in files:
+                p = os.path.join(d, f)
+                with open(p, "rb") as fh:
+                    out[os.path.relpath(p, root)] = fh.read()
+        return out
+
+    committed = {k: v for k, v in tree(corpus).items() if "__pycache__" not in k}
+    generated = tree(str(work))
+    assert sorted(committed) == sorted(generated)
+    for name in generated:
+        assert committed[name] == generated[name], name

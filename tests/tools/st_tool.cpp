@@ -1,10 +1,14 @@
 // ferry_st_tool: the C++ side of the safetensors interop test (tests/python).
 //   ferry_st_tool dump PATH                   JSON of every tensor: name, dtype, shape, FNV-1a hash
 //   ferry_st_tool write OUT_DIR [MAX_SHARD]   a small deterministic checkpoint (sharded if needed)
+//   ferry_st_tool bench-write OUT_DIR GB      times write_checkpoint on ~GB of BF16 (memset fill),
+//                                             then a read of every page; prints GB/s
 // The byte pattern of `write` is reproduced in the pytest; the hash is FNV-1a 64 over the bytes.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -101,6 +105,58 @@ int write(const std::string& dir, uint64_t max_shard) {
   return 0;
 }
 
+// Tensors shaped like a decoder layer's (4096 x 4096 BF16, 32 MiB), plus one embedding-sized
+// tensor (151936 x 4096 BF16, 1.2 GB) when there is room: the writer's throughput, not the fill's.
+int bench_write(const std::string& dir, double gb) {
+  std::vector<TensorToWrite> tensors;
+  auto add = [&](std::string name, std::vector<int64_t> shape, int value) {
+    TensorToWrite t;
+    t.name = std::move(name);
+    t.dtype = DType::bf16;
+    t.shape = std::move(shape);
+    t.fill = [value](std::span<std::byte> out) { std::memset(out.data(), value, out.size()); };
+    tensors.push_back(std::move(t));
+  };
+  const double embed = 151936.0 * 4096 * 2;
+  double left = gb * 1e9;
+  if (left > 2 * embed) {
+    add("embed", {151936, 4096}, 1);
+    left -= embed;
+  }
+  for (int i = 0; left > 0; ++i, left -= 4096.0 * 4096 * 2)
+    add("layers." + std::to_string(i), {4096, 4096}, i & 0xFF);
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  Status s = write_checkpoint(dir, tensors);
+  const auto t1 = clock::now();
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.error().to_string().c_str());
+    return 1;
+  }
+  auto c = Checkpoint::open(dir);
+  if (!c.ok()) {
+    std::fprintf(stderr, "%s\n", c.error().to_string().c_str());
+    return 1;
+  }
+  const auto t2 = clock::now();
+  uint64_t sum = 0;
+  for (const Checkpoint::Entry& e : c->entries()) {
+    const auto d = c->data(e);
+    for (size_t k = 0; k < d.size(); k += 4096) sum += static_cast<uint64_t>(d[k]);
+  }
+  const auto t3 = clock::now();
+  const double bytes = static_cast<double>(c->total_bytes());
+  const double w = std::chrono::duration<double>(t1 - t0).count();
+  const double o = std::chrono::duration<double>(t2 - t1).count();
+  const double r = std::chrono::duration<double>(t3 - t2).count();
+  std::printf(
+      "%.2f GB in %zu files, %zu tensors: write %.2f s (%.2f GB/s), open+validate %.4f s, "
+      "touch every page %.2f s (%.2f GB/s) [checksum %llu]\n",
+      bytes / 1e9, c->files().size(), c->entries().size(), w, bytes / 1e9 / w, o, r,
+      bytes / 1e9 / r, static_cast<unsigned long long>(sum));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +167,10 @@ int main(int argc, char** argv) {
     if (args.size() == 3) max_shard = std::strtoull(args[2].c_str(), nullptr, 10);
     return write(args[1], max_shard);
   }
-  std::fprintf(stderr, "usage: ferry_st_tool dump PATH | write OUT_DIR [MAX_SHARD_BYTES]\n");
+  if (args.size() == 3 && args[0] == "bench-write")
+    return bench_write(args[1], std::atof(args[2].c_str()));
+  std::fprintf(stderr,
+               "usage: ferry_st_tool dump PATH | write OUT_DIR [MAX_SHARD_BYTES] | "
+               "bench-write OUT_DIR GB\n");
   return 2;
 }

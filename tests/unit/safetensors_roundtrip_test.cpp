@@ -84,6 +84,7 @@ std::vector<TensorToWrite> mixed_tensors() {
   ts.push_back(make("a.mask", DType::bool_, {3, 3}, 5));
   ts.push_back(make("a.fp8", DType::f8_e4m3, {7}, 6));
   ts.push_back(make("z.half", DType::f16, {2, 2, 2}, 7));
+  ts.push_back(make("huge.but.empty", DType::u8, {1ll << 40, 1ll << 40, 0}, 8));
   return ts;
 }
 
@@ -123,6 +124,18 @@ TEST(SafetensorsWrite, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
   EXPECT_EQ(header.substr(0, header.find_last_not_of(' ') + 1),
             R"({"t":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})");
   EXPECT_EQ(header.find("__metadata__"), std::string::npos);
+}
+
+TEST(SafetensorsWrite, NamesAndMetadataNeedingJsonEscapesRoundTrip) {
+  TempDir dir;
+  const std::vector<TensorToWrite> ts = {make("q\"uote\\back/slash\ttab", DType::u8, {2}, 1),
+                                         make("\xc3\xbc\xe2\x9c\x93", DType::u8, {1}, 2)};
+  const std::map<std::string, std::string> md = {{"k\"", "v\n\\"}};
+  ASSERT_TRUE(write_safetensors(dir.str("e.safetensors"), ts, md).ok());
+  auto c = Checkpoint::open(dir.str("e.safetensors"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  expect_same(*c, ts, 1);
+  EXPECT_EQ(c->files()[0].header().metadata, md);
 }
 
 TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
@@ -172,18 +185,46 @@ TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
   EXPECT_EQ(via_index->entries().size(), ts.size());
 }
 
-TEST(SafetensorsWrite, SingleShardHasNoIndexAndReplacesAStaleOne) {
+TEST(SafetensorsWrite, RewritingAFolderRemovesTheEarlierCheckpointOnly) {
   TempDir dir;
   const auto ts = mixed_tensors();
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 1000).ok());  // several shards
+  fs::create_directories(dir.str("ck"));
+  { std::ofstream(dir.str("ck/config.json")) << "{}"; }
+  { std::ofstream(dir.str("ck/model-extra.safetensors")) << "not ours"; }
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 20).ok());  // many shards
   ASSERT_TRUE(fs::exists(dir.str("ck/model.safetensors.index.json")));
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts).ok());  // one shard now
+  size_t many = 0;
+  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+    many += e.path().filename().string().starts_with("model-0");
+  EXPECT_GT(many, 3u);
+
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 800).ok());  // fewer shards
+  auto fewer = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(fewer.ok()) << fewer.error().message;
+  size_t now = 0;
+  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+    now += e.path().filename().string().starts_with("model-0");
+  EXPECT_EQ(now, fewer->files().size()) << "stale shards of the first write were left";
+  EXPECT_LT(now, many);
+
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts).ok());  // one file
   EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors.index.json")));
+  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+    EXPECT_FALSE(e.path().filename().string().starts_with("model-0")) << e.path();
   auto c = Checkpoint::open(dir.str("ck"));
   ASSERT_TRUE(c.ok()) << c.error().message;
   ASSERT_EQ(c->files().size(), 1u);
   EXPECT_EQ(fs::path(c->files()[0].path()).filename(), "model.safetensors");
   expect_same(*c, ts, 0);
+
+  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 800).ok());  // sharded again
+  EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors")));
+  auto again = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  expect_same(*again, ts, 0);
+  // Files that are not checkpoint outputs stay.
+  EXPECT_TRUE(fs::exists(dir.str("ck/config.json")));
+  EXPECT_TRUE(fs::exists(dir.str("ck/model-extra.safetensors")));
 }
 
 TEST(SafetensorsWrite, ManyTensorsFilledInParallel) {
@@ -207,6 +248,9 @@ TEST(SafetensorsWrite, RejectsBadInputWithoutWriting) {
   auto neg = write_safetensors(p, {make("a", DType::u8, {-1}, 0)});
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.error().message.find("negative dimension"), std::string::npos);
+  auto overflow = write_safetensors(p, {make("a", DType::u8, {1ll << 40, 1ll << 40}, 0)});
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.error().message.find("overflows"), std::string::npos);
   auto empty = write_safetensors(p, {make("", DType::u8, {1}, 0)});
   ASSERT_FALSE(empty.ok());
   auto reserved = write_safetensors(p, {make("__metadata__", DType::u8, {1}, 0)});

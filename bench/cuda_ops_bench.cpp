@@ -1,0 +1,210 @@
+// CUDA op micro-benchmarks at the model's shapes: time per call (median of runs), and the rate
+// against the machine's bound: GB/s for memory-bound ops (HBM 4.8 TB/s datasheet, ~4.3 TB/s
+// measured copy on the H200 here, docs/benchmarks.md), TFLOP/s for matrix-bound ones (dense bf16
+// ~990 datasheet, ~790 measured with PyTorch). Inputs are random; outputs are not checked here
+// (tests/cuda does that).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_graph.h"
+#include "core/bf16.h"
+
+namespace {
+
+using ferry::Backend;
+using ferry::DType;
+using ferry::make_view;
+
+struct Bench {
+  Backend& be;
+  ferry::Stream& stream;
+  std::vector<ferry::DeviceBuffer> keep;
+
+  void* buffer(size_t bytes) {
+    auto b = be.allocate(bytes);
+    if (!b.ok()) {
+      std::fprintf(stderr, "allocate: %s\n", b.error().to_string().c_str());
+      std::exit(1);
+    }
+    std::vector<uint16_t> host(bytes / 2);
+    std::mt19937 gen(static_cast<unsigned>(keep.size() + 1));
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (auto& h : host) h = ferry::f32_to_bf16(dist(gen));
+    be.copy_to_device(stream, b->data(), host.data(), host.size() * 2);
+    (void)be.synchronize(stream);
+    keep.push_back(std::move(b).value());
+    return keep.back().data();
+  }
+
+  // Seconds per call: `reps` calls enqueued back to back, then one synchronize (so host round
+  // trips are not counted); the median of 5 such batches after a warm-up batch.
+  double time(const ferry::Op& op, int reps = 20) {
+    std::vector<double> t;
+    for (int batch = 0; batch < 6; ++batch) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) {
+        const ferry::Status st = be.run(stream, op);
+        if (!st.ok()) {
+          std::fprintf(stderr, "op failed: %s\n", st.error().to_string().c_str());
+          std::exit(1);
+        }
+      }
+      const ferry::Status sy = be.synchronize(stream);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (!sy.ok()) {
+        std::fprintf(stderr, "sync failed: %s\n", sy.error().to_string().c_str());
+        std::exit(1);
+      }
+      if (batch > 0) t.push_back(std::chrono::duration<double>(t1 - t0).count() / reps);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+
+  // Seconds per call on the GPU alone: `reps` calls captured into one CUDA graph, the graph
+  // replayed 6 times (first is warm-up), median of the rest. No host work per call.
+  double time_graph(const ferry::Op& op, int reps = 20) {
+    auto graph = ferry::cuda::GraphExec::capture(stream, [&]() -> ferry::Status {
+      for (int i = 0; i < reps; ++i) FERRY_RETURN_IF_ERROR(be.run(stream, op));
+      return ferry::Status();
+    });
+    if (!graph.ok()) {
+      std::fprintf(stderr, "capture failed: %s\n", graph.error().to_string().c_str());
+      std::exit(1);
+    }
+    std::vector<double> t;
+    for (int batch = 0; batch < 6; ++batch) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const ferry::Status st = graph->launch(stream);
+      const ferry::Status sy = be.synchronize(stream);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (!st.ok() || !sy.ok()) {
+        std::fprintf(stderr, "graph failed: %s\n",
+                     (!st.ok() ? st : sy).error().to_string().c_str());
+        std::exit(1);
+      }
+      if (batch > 0) t.push_back(std::chrono::duration<double>(t1 - t0).count() / reps);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  }
+};
+
+// One line: time per call from back-to-back enqueues (host included) and from graph replay (GPU
+// only); the rates use the graph time.
+void row(const std::string& name, Bench& b, const ferry::Op& op, double bytes, double flops) {
+  const double host = b.time(op);
+  const double sec = b.time_graph(op);
+  std::printf("%-44s %9.1f us %9.1f us %8.0f GB/s %8.1f TFLOP/s\n", name.c_str(), host * 1e6,
+              sec * 1e6, bytes / sec / 1e9, flops / sec / 1e12);
+}
+
+ferry::Op attention(Bench& b, int64_t s, int64_t l, int h, int kv, int d, bool causal) {
+  ferry::Attention a;
+  a.q = make_view(b.buffer(static_cast<size_t>(s * h * d) * 2), DType::bf16, s, h * d);
+  a.kv[0].k = make_view(b.buffer(static_cast<size_t>(l * kv * d) * 2), DType::bf16, l, kv * d);
+  a.kv[0].v = make_view(b.buffer(static_cast<size_t>(l * kv * d) * 2), DType::bf16, l, kv * d);
+  a.out = make_view(b.buffer(static_cast<size_t>(s * h * d) * 2), DType::bf16, s, h * d);
+  a.num_heads = h;
+  a.num_kv_heads = kv;
+  a.head_dim = d;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.causal = causal;
+  a.q_pos0 = l - s;
+  return a;
+}
+
+ferry::Op linear(Bench& b, int64_t m, int64_t n, int64_t k) {
+  ferry::Linear op;
+  op.x = make_view(b.buffer(static_cast<size_t>(m * k) * 2), DType::bf16, m, k);
+  op.w = make_view(b.buffer(static_cast<size_t>(n * k) * 2), DType::bf16, n, k);
+  op.y = make_view(b.buffer(static_cast<size_t>(m * n) * 2), DType::bf16, m, n);
+  return op;
+}
+
+}  // namespace
+
+int main() {
+  auto factory = ferry::cuda_backend_factory();
+  if (!factory.available()) {
+    std::printf("no CUDA device\n");
+    return 0;
+  }
+  auto be = factory.create();
+  if (!be.ok()) {
+    std::fprintf(stderr, "%s\n", be.error().to_string().c_str());
+    return 1;
+  }
+  auto stream = (*be)->create_stream();
+  std::printf("%s\n%-44s %12s %12s\n", (*be)->info().name.c_str(), "op", "enqueued", "graph");
+
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 12288, 4096},
+                         {1, 4096, 12288},
+                         {1, 155697, 4096},
+                         {3000, 12288, 4096},
+                         {11520, 4304, 1152}}) {
+    Bench b{**be, *stream, {}};
+    const ferry::Op op = linear(b, m, n, k);
+    const double bytes = 2.0 * static_cast<double>(n * k + m * k + m * n);
+    row("linear M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k), b,
+        op, bytes, 2.0 * static_cast<double>(m * n * k));
+  }
+  struct A {
+    int64_t s, l;
+    int h, kv, d;
+    bool causal;
+  };
+  for (const A& a :
+       {A{1, 3000, 32, 8, 128, true}, A{1, 8000, 32, 8, 128, true}, A{64, 3064, 16, 8, 128, false},
+        A{3000, 3000, 32, 8, 128, true}, A{720, 720, 16, 16, 72, false}}) {
+    Bench b{**be, *stream, {}};
+    const ferry::Op op = attention(b, a.s, a.l, a.h, a.kv, a.d, a.causal);
+    const double kv_bytes = 2.0 * 2.0 * static_cast<double>(a.l * a.kv * a.d);
+    double pairs = static_cast<double>(a.s) * static_cast<double>(a.l);
+    if (a.causal && a.s == a.l) pairs = pairs / 2;
+    const double flops = 4.0 * pairs * a.d * a.h;
+    row("attention S=" + std::to_string(a.s) + " L=" + std::to_string(a.l) +
+            " H=" + std::to_string(a.h) + "/" + std::to_string(a.kv) +
+            " hd=" + std::to_string(a.d) + (a.causal ? " causal" : ""),
+        b, op, kv_bytes, flops);
+  }
+  {
+    // Memory-bound ops at prefill size (bytes = read + written).
+    Bench b{**be, *stream, {}};
+    const int64_t m = 3000;
+    const int64_t h = 4096;
+    const int64_t i = 12288;
+    auto view = [&](int64_t r, int64_t c) {
+      return make_view(b.buffer(static_cast<size_t>(r * c) * 2), DType::bf16, r, c);
+    };
+    ferry::RmsNorm norm;
+    norm.x = view(m, h);
+    norm.w = view(1, h);
+    norm.y = view(m, h);
+    norm.dim = h;
+    row("rms_norm 3000x4096 bf16", b, norm, 4.0 * m * h, 0);
+    ferry::SwiGlu sw{view(m, i), view(m, i), view(m, i)};
+    row("swiglu 3000x12288", b, sw, 6.0 * m * i, 0);
+    ferry::Add add{view(m, h), view(m, h)};
+    row("add 3000x4096 bf16", b, add, 6.0 * m * h, 0);
+    ferry::Rope rope;
+    rope.x = view(m, h);
+    rope.cos = make_view(b.buffer(static_cast<size_t>(m * 64) * 4), DType::f32, m, 64);
+    rope.sin = make_view(b.buffer(static_cast<size_t>(m * 64) * 4), DType::f32, m, 64);
+    rope.num_heads = 32;
+    rope.head_dim = 128;
+    row("rope 3000x32x128 bf16", b, rope, 4.0 * m * h + 8.0 * m * 64, 0);
+    ferry::Argmax am{view(1, 155697), make_view(b.buffer(256), DType::i32, 1, 1)};
+    row("argmax 1x155697 bf16", b, am, 2.0 * 155697, 0);
+  }
+  return 0;
+}

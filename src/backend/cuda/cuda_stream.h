@@ -1,0 +1,56 @@
+// The CUDA backend's Stream and Event, and access to their CUDA handles for CUDA-only code
+// (graph capture in the executor, tests). CUDA-only header: backend.h users never see it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_resources.h"
+
+namespace ferry::cuda {
+
+class CudaStream final : public Stream {
+ public:
+  CudaStream(UniqueStream stream, DeviceMemory workspace, Status init_error)
+      : stream_(std::move(stream)),
+        workspace_(std::move(workspace)),
+        error_(std::move(init_error)) {}
+
+  cudaStream_t handle() const { return stream_.get(); }
+  void* workspace() const { return workspace_.get(); }
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+
+  // Keeps the first error seen on this stream (from enqueue calls that return void); synchronize
+  // reports it and clears it.
+  void note(Status s) {
+    if (!s.ok() && error_.ok()) error_ = std::move(s);
+  }
+  Status take_error() {
+    Status s = std::move(error_);
+    error_ = Status();
+    return s;
+  }
+  const Status& error() const { return error_; }
+
+ private:
+  UniqueStream stream_;
+  DeviceMemory workspace_;
+  Status error_;
+};
+
+class CudaEvent final : public Event {
+ public:
+  CudaEvent(UniqueEvent event, Status init_error)
+      : event_(std::move(event)), error_(std::move(init_error)) {}
+  cudaEvent_t handle() const { return event_.get(); }
+  const Status& error() const { return error_; }
+
+ private:
+  UniqueEvent event_;
+  Status error_;
+};
+
+// The cudaStream_t behind a Stream created by the CUDA backend (nullptr for any other stream).
+cudaStream_t stream_handle(Stream& stream);
+
+}  // namespace ferry::cuda

@@ -1,0 +1,14 @@
+// Elementwise ops: swiglu, add, add_rows, cast. Launchers take pointers, strides and a stream;
+// op entries take the validated op.
+#pragma once
+
+#include "backend/cuda/op_context.h"
+
+namespace ferry::cuda {
+
+Status run_swiglu(const OpContext& ctx, const SwiGlu& op);
+Status run_add(const OpContext& ctx, const Add& op);
+Status run_add_rows(const OpContext& ctx, const AddRows& op);
+Status run_cast(const OpContext& ctx, const Cast& op);
+
+}  // namespace ferry::cuda

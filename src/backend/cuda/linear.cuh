@@ -1,0 +1,43 @@
+// linear: y = act(x · wᵀ + bias) through a cuBLASLt BF16 GEMM (fp32 accumulate and compute),
+// followed by a small elementwise kernel for the activation (and, for f32 outputs, the bias).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backend/cuda/op_context.h"
+
+namespace ferry::cuda {
+
+// The cuBLASLt algorithm chosen for each GEMM configuration, picked by the heuristic once and
+// then reused, so one shape always runs one kernel (bit-stable run to run). Thread-safe.
+class LinearAlgoCache {
+ public:
+  struct Key {
+    int64_t m, n, k, lda, ldb, ldd;
+    int d_type, epilogue;
+    uint32_t align_a, align_b, align_d, align_bias;
+    uint64_t workspace;
+    auto tie() const {
+      return std::tie(m, n, k, lda, ldb, ldd, d_type, epilogue, align_a, align_b, align_d,
+                      align_bias, workspace);
+    }
+    bool operator<(const Key& o) const { return tie() < o.tie(); }
+  };
+
+  bool find(const Key& key, cublasLtMatmulAlgo_t* algo) const;
+  void insert(const Key& key, const cublasLtMatmulAlgo_t& algo);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<Key, cublasLtMatmulAlgo_t> map_;
+};
+
+Status run_linear(const OpContext& ctx, const Linear& op);
+
+}  // namespace ferry::cuda

@@ -1,0 +1,24 @@
+// The two ceilings every benchmark is printed against, measured on the backend in the same run
+// (rates differ ~10% between machines of one kind): the BF16 matrix-product peak through the
+// backend's own Linear, and device-memory bandwidth through a device-to-device copy.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "core/status.h"
+
+namespace ferry {
+
+struct MachineLimits {
+  double gemm_flops = 0;      // FLOP/s, median over repetitions
+  int64_t gemm_size = 0;      // M = N = K of the timed product
+  double copy_bandwidth = 0;  // B/s, bytes read + bytes written per second
+  uint64_t copy_bytes = 0;    // size of the copied buffer
+};
+
+// Sizes follow the backend: 8192³ and 2 GiB on a GPU, small on the CPU so that the probe stays
+// well under a second there. Inputs are random (never zeros, which run faster).
+Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream);
+
+}  // namespace ferry

@@ -1,0 +1,48 @@
+// The executor: walks a call sequence, gets each group's bytes from a GroupProvider (resident
+// now, a streaming slot later) and hands (call, group, base) to the model's CallHandler, timing
+// each phase. It decides nothing: what runs, and in which order, is the call sequence.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "model/call_sequence.h"
+#include "model/weights.h"
+
+namespace ferry {
+
+// Where a group's bytes are on the device for one call.
+class GroupProvider {
+ public:
+  virtual ~GroupProvider() = default;
+  // The device address of the call's group, valid for work enqueued on `stream` until release.
+  virtual Result<void*> acquire(Stream& stream, const Call& call) = 0;
+  // The call's work has been enqueued on `stream`; the bytes may be reused after it completes.
+  virtual Status release(Stream& /*stream*/, const Call& /*call*/) { return {}; }
+};
+
+// The model side: runs one call's work (enqueue ops; host steps may synchronize).
+class CallHandler {
+ public:
+  virtual ~CallHandler() = default;
+  virtual Status run_call(Stream& stream, const Call& call, const WeightGroup& group,
+                          void* base) = 0;
+};
+
+struct PhaseTimes {
+  std::array<double, 4> seconds{};  // indexed by Phase: wall time, synchronized at boundaries
+  std::array<int64_t, 4> calls{};
+  double total_seconds = 0.0;
+
+  double of(Phase p) const { return seconds[static_cast<size_t>(p)]; }
+};
+
+// Runs every call in order; synchronizes the stream at each phase boundary and at the end.
+Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights& weights,
+                           std::span<const Call> calls, GroupProvider& provider,
+                           CallHandler& handler);
+
+}  // namespace ferry

@@ -1,0 +1,65 @@
+// Qwen3 / Llama name table (transformers Qwen3ForCausalLM, LlamaForCausalLM): one decoder layer,
+// also used by Qwen3-VL's language model and Alpamayo's action expert.
+#include <string>
+
+#include "model/arch_tables.h"
+
+namespace ferry::arch {
+
+Result<WeightGroup> decoder_layer(const TextConfig& t, const std::string& group_name,
+                                  GroupKind kind, int layer, const std::string& prefix,
+                                  DType dtype) {
+  const int64_t h = t.hidden_size;
+  const int64_t q = t.num_heads * t.head_dim;
+  const int64_t kv = t.num_kv_heads * t.head_dim;
+  const int64_t ff = t.intermediate_size;
+  GroupBuilder g(group_name, kind, layer);
+  // Layout order: q, k, v adjacent and gate, up adjacent, so they can later be fused.
+  g.add("input_layernorm", prefix + "input_layernorm.weight", {h});
+  g.add("q_proj", prefix + "self_attn.q_proj.weight", {q, h});
+  g.add("k_proj", prefix + "self_attn.k_proj.weight", {kv, h});
+  g.add("v_proj", prefix + "self_attn.v_proj.weight", {kv, h});
+  if (t.qk_norm) {
+    g.add("q_norm", prefix + "self_attn.q_norm.weight", {t.head_dim});
+    g.add("k_norm", prefix + "self_attn.k_norm.weight", {t.head_dim});
+  }
+  g.add("o_proj", prefix + "self_attn.o_proj.weight", {h, q});
+  g.add("post_attention_layernorm", prefix + "post_attention_layernorm.weight", {h});
+  g.add("gate_proj", prefix + "mlp.gate_proj.weight", {ff, h});
+  g.add("up_proj", prefix + "mlp.up_proj.weight", {ff, h});
+  g.add("down_proj", prefix + "mlp.down_proj.weight", {h, ff});
+  return std::move(g).finish(dtype);
+}
+
+Status append_text_model(ModelWeights& w, const TextConfig& t, const std::string& model_prefix,
+                         const std::string& lm_head_name) {
+  FERRY_ASSIGN_OR_RETURN(DType dtype, weight_dtype(t.dtype));
+  const std::string embed_name = model_prefix + "embed_tokens.weight";
+  GroupBuilder embed("text.embed", GroupKind::embedding);
+  embed.add("embed_tokens", embed_name, {t.vocab_size, t.hidden_size});
+  FERRY_ASSIGN_OR_RETURN(WeightGroup eg, std::move(embed).finish(dtype));
+  w.groups.push_back(std::move(eg));
+  for (int i = 0; i < t.num_layers; ++i) {
+    std::string n = std::to_string(i);
+    FERRY_ASSIGN_OR_RETURN(WeightGroup g,
+                           decoder_layer(t, "text.layers." + n, GroupKind::decoder_layer, i,
+                                         model_prefix + "layers." + n + ".", dtype));
+    w.groups.push_back(std::move(g));
+  }
+  GroupBuilder head("text.head", GroupKind::lm_head);
+  head.add("norm", model_prefix + "norm.weight", {t.hidden_size});
+  // A tied head reads the embedding tensor: the checkpoint has no lm_head.weight.
+  head.add("lm_head", t.tie_word_embeddings ? embed_name : lm_head_name,
+           {t.vocab_size, t.hidden_size});
+  FERRY_ASSIGN_OR_RETURN(WeightGroup hg, std::move(head).finish(dtype));
+  w.groups.push_back(std::move(hg));
+  return Status();
+}
+
+Result<ModelWeights> describe_qwen3(const ModelConfig& c) {
+  ModelWeights w;
+  FERRY_RETURN_IF_ERROR(append_text_model(w, c.text(), "model.", "lm_head.weight"));
+  return w;
+}
+
+}  // namespace ferry::arch

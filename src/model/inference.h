@@ -1,0 +1,55 @@
+// One inference on synthetic inputs, whatever the architecture: what `ferry run` prints and the
+// golden tests compare.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "exec/runner.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "model/workload.h"
+
+namespace ferry {
+
+struct InferenceOptions {
+  bool keep_all_logits = false;  // keep every step's logits (f32), not only prefill's and the last
+  bool keep_inputs = false;      // keep pixel values (vision models) for --dump-inputs
+  bool hash_kv_cache = false;    // Alpamayo: hash the text KV cache before and after the expert
+};
+
+struct InferenceResult {
+  std::vector<int32_t> prompt;     // [S] token ids fed at prefill
+  std::vector<int32_t> positions;  // [S, 3] rotary positions (t, h, w)
+  int64_t rope_delta = 0;
+  std::vector<int32_t> tokens;                  // generated tokens, in order
+  std::vector<float> prefill_logits;            // [vocab] f32: the prefill's last-position logits
+  std::vector<std::vector<float>> step_logits;  // with keep_all_logits: every decode step's
+  uint64_t logits_hash = 0;                     // FNV-1a 64 of the LAST logits' bf16 bytes
+  uint64_t prefill_logits_hash = 0;
+  // Vision models (with keep_inputs).
+  std::vector<float> pixel_values;                  // [patches, patch_values] f32
+  std::vector<std::array<int64_t, 3>> image_grids;  // (t, h, w) in patches per image
+  int64_t patch_values = 0;                         // columns of pixel_values
+  // Alpamayo.
+  std::vector<float> actions;  // [64·2] normalized (accel, curvature)
+  uint64_t actions_hash = 0;   // FNV-1a 64 of the f32 bytes of `actions`
+  std::vector<std::array<float, 3>> trajectory_xyz;
+  std::vector<float> trajectory_yaw;
+  int64_t expert_offset = 0;  // cache rows visible to the expert
+  // With hash_kv_cache: FNV-1a 64 of the whole text KV cache buffer right before the first expert
+  // call and after the last one (the expert must leave it bit-for-bit unchanged).
+  uint64_t kv_hash_before_expert = 0;
+  uint64_t kv_hash_after_expert = 0;
+  PhaseTimes times;
+};
+
+// Runs the model's call sequence for the workload on `backend`, weights from `provider`.
+Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
+                                      const ModelWeights& weights, GroupProvider& provider,
+                                      const Workload& workload, const InferenceOptions& options);
+
+}  // namespace ferry

@@ -1,0 +1,40 @@
+// Seeded synthetic weights for a model's table: what `ferry synth` writes.
+//
+// Values come from a counter-based generator (splitmix64 of seed, tensor index and element
+// index), so any chunk of any tensor can be filled independently, in parallel, and the bytes
+// never depend on threads or sharding. Scales keep activations sane through deep stacks:
+//   norm weights (1-D, not a bias)  exactly 1
+//   biases                          uniform, std 0.01
+//   embeddings, position tables     uniform, std 0.02
+//   other matrices [out, in...]     uniform, std 1/sqrt(fan_in) (fan_in = product of dims but 0)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "format/safetensors.h"
+#include "model/weights.h"
+
+namespace ferry {
+
+struct SynthInit {
+  bool ones = false;  // exactly 1.0
+  float std = 0.0f;   // else uniform with this standard deviation
+};
+
+SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec);
+
+// Writes elements [first, first + out.size()/dtype_size) of tensor `tensor_index` into `out`
+// in the spec's dtype (BF16, F16 or F32).
+void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, SynthInit init,
+                uint64_t first, std::span<std::byte> out);
+
+// Every distinct checkpoint tensor of `weights`, in table order, with a fill function. The fill
+// adds the bytes it wrote to `*progress` (if not null) as it goes. `weights` must outlive the
+// returned fills.
+std::vector<TensorToWrite> synth_tensors(const ModelWeights& weights, uint64_t seed,
+                                         std::atomic<uint64_t>* progress = nullptr);
+
+}  // namespace ferry

@@ -1,0 +1,302 @@
+#include "model/text_decoder.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/bf16.h"
+
+namespace ferry {
+
+namespace {
+
+// Lays out views in one allocation at kGroupAlignment offsets.
+class Carver {
+ public:
+  TensorView* add(TensorView* v, DType dtype, int64_t rows, int64_t cols) {
+    specs_.push_back({v, dtype, rows, cols, offset_});
+    const uint64_t bytes = static_cast<uint64_t>(rows * cols) * dtype_size(dtype);
+    offset_ += (bytes + kGroupAlignment - 1) / kGroupAlignment * kGroupAlignment;
+    return v;
+  }
+  uint64_t bytes() const { return offset_; }
+  void bind(void* base) const {
+    for (const Spec& s : specs_) {
+      *s.view = make_view(static_cast<char*>(base) + s.offset, s.dtype, s.rows, s.cols);
+    }
+  }
+
+ private:
+  struct Spec {
+    TensorView* view;
+    DType dtype;
+    int64_t rows, cols;
+    uint64_t offset;
+  };
+  std::vector<Spec> specs_;
+  uint64_t offset_ = 0;
+};
+
+Result<TensorView> weight(const WeightGroup& group, void* base, std::string_view name) {
+  if (group.find(name) == nullptr) {
+    return make_error(ErrorCode::internal,
+                      "group " + group.name + " has no tensor " + std::string(name));
+  }
+  return group.view(base, name);
+}
+
+}  // namespace
+
+Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backend,
+                                        int64_t max_step_tokens, int64_t cache_capacity) {
+  if (config.hidden_size <= 0 || config.num_layers <= 0 || config.num_heads <= 0 ||
+      config.num_kv_heads <= 0 || config.head_dim <= 0 || config.head_dim % 2 != 0 ||
+      config.num_heads % config.num_kv_heads != 0 || config.vocab_size <= 0 ||
+      config.intermediate_size <= 0) {
+    return make_error(ErrorCode::unsupported, "text decoder: inconsistent text config");
+  }
+  if (config.attention_bias) {
+    return make_error(ErrorCode::unsupported, "text decoder: attention biases are not supported");
+  }
+  if (max_step_tokens <= 0 || cache_capacity < max_step_tokens) {
+    return make_error(ErrorCode::invalid_argument,
+                      "text decoder: need 0 < max step tokens <= cache capacity");
+  }
+  TextDecoder d;
+  d.config_ = config;
+  d.backend_ = &backend;
+  d.max_tokens_ = max_step_tokens;
+  const int64_t m = max_step_tokens;
+  const int64_t qdim = config.num_heads * config.head_dim;
+  const int64_t kv_dim = config.num_kv_heads * config.head_dim;
+  FERRY_ASSIGN_OR_RETURN(d.cache_,
+                         KvCache::create(backend, config.num_layers, cache_capacity, kv_dim));
+  Carver c;
+  c.add(&d.ids_, DType::i32, m, 1);
+  c.add(&d.pos_, DType::i32, m, 3);
+  c.add(&d.cos_, DType::f32, m, config.head_dim / 2);
+  c.add(&d.sin_, DType::f32, m, config.head_dim / 2);
+  c.add(&d.rows_, DType::i32, m, 1);
+  c.add(&d.x_, DType::bf16, m, config.hidden_size);
+  c.add(&d.norm_, DType::bf16, m, config.hidden_size);
+  c.add(&d.q_, DType::bf16, m, qdim);
+  c.add(&d.attn_, DType::bf16, m, qdim);
+  c.add(&d.proj_, DType::bf16, m, config.hidden_size);
+  c.add(&d.gate_, DType::bf16, m, config.intermediate_size);
+  c.add(&d.up_, DType::bf16, m, config.intermediate_size);
+  c.add(&d.act_, DType::bf16, m, config.intermediate_size);
+  c.add(&d.head_in_, DType::bf16, 1, config.hidden_size);
+  c.add(&d.logits_, DType::bf16, 1, config.vocab_size);
+  FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(c.bytes()));
+  c.bind(d.arena_.data());
+  return d;
+}
+
+Status TextDecoder::begin_step(Stream& stream, std::span<const int32_t> ids,
+                               std::span<const int32_t> positions) {
+  const auto n = static_cast<int64_t>(ids.size());
+  if (n <= 0 || n > max_tokens_) {
+    return make_error(ErrorCode::invalid_argument, "text decoder: step of " + std::to_string(n) +
+                                                       " tokens (max " +
+                                                       std::to_string(max_tokens_) + ")");
+  }
+  if (positions.size() != ids.size() * 3) {
+    return make_error(ErrorCode::invalid_argument, "text decoder: positions must be [n, 3]");
+  }
+  if (cache_.length() + n > cache_.capacity()) {
+    return make_error(ErrorCode::out_of_memory, "text decoder: KV cache full (" +
+                                                    std::to_string(cache_.capacity()) + " rows)");
+  }
+  for (int32_t id : ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return make_error(ErrorCode::invalid_argument,
+                        "text decoder: token id " + std::to_string(id) +
+                            " outside the vocabulary (" + std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  ids_host_.assign(ids.begin(), ids.end());
+  pos_host_.assign(positions.begin(), positions.end());
+  step_tokens_ = n;
+  step_pos0_ = cache_.length();
+  cache_.set_length(step_pos0_ + n);
+  visual_active_ = false;
+  visual_ = {};
+  backend_->copy_to_device(stream, ids_.data, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+  backend_->copy_to_device(stream, pos_.data, pos_host_.data(), pos_host_.size() * sizeof(int32_t));
+  RopeTable table;
+  table.pos = pos_.slice_rows(0, n);
+  table.cos = cos_.slice_rows(0, n);
+  table.sin = sin_.slice_rows(0, n);
+  table.theta = static_cast<float>(config_.rope_theta);
+  table.head_dim = static_cast<int>(config_.head_dim);
+  if (config_.mrope_section.size() == 3) {
+    table.sections = {config_.mrope_section[0], config_.mrope_section[1], config_.mrope_section[2]};
+  } else {
+    // 1-D RoPE: the three position columns are equal, so every index reads t.
+    table.sections = {static_cast<int>(config_.head_dim / 2), 0, 0};
+  }
+  return backend_->run(stream, table);
+}
+
+Status TextDecoder::set_visual(Stream& stream, VisualInjection visual) {
+  const auto n = static_cast<int64_t>(visual.rows.size());
+  if (n == 0) return {};
+  if (visual.image_embeds.rows != n || visual.image_embeds.cols != config_.hidden_size) {
+    return make_error(ErrorCode::invalid_argument,
+                      "text decoder: image embeddings are [" +
+                          std::to_string(visual.image_embeds.rows) + ", " +
+                          std::to_string(visual.image_embeds.cols) + "], expected [" +
+                          std::to_string(n) + ", " + std::to_string(config_.hidden_size) + "]");
+  }
+  if (static_cast<int64_t>(visual.deepstack.size()) > config_.num_layers) {
+    return make_error(ErrorCode::invalid_argument,
+                      "text decoder: more deepstack features than layers");
+  }
+  for (int32_t r : visual.rows) {
+    if (r < 0 || r >= step_tokens_) {
+      return make_error(ErrorCode::invalid_argument, "text decoder: image row outside the step");
+    }
+  }
+  rows_host_ = visual.rows;
+  backend_->copy_to_device(stream, rows_.data, rows_host_.data(),
+                           rows_host_.size() * sizeof(int32_t));
+  visual_ = std::move(visual);
+  visual_active_ = true;
+  return {};
+}
+
+Status TextDecoder::run_embed(Stream& stream, const WeightGroup& group, void* base) {
+  FERRY_ASSIGN_OR_RETURN(TensorView table, weight(group, base, "embed_tokens"));
+  const int64_t n = step_tokens_;
+  FERRY_RETURN_IF_ERROR(
+      backend_->run(stream, GatherRows{table, ids_.slice_rows(0, n), x_.slice_rows(0, n)}));
+  if (visual_active_) {
+    const auto rows = static_cast<int64_t>(rows_host_.size());
+    FERRY_RETURN_IF_ERROR(backend_->run(
+        stream, ScatterRows{visual_.image_embeds, rows_.slice_rows(0, rows), x_.slice_rows(0, n)}));
+  }
+  return {};
+}
+
+Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& group, void* base) {
+  if (layer < 0 || layer >= config_.num_layers) {
+    return make_error(ErrorCode::internal, "text decoder: layer out of range");
+  }
+  const int64_t n = step_tokens_;
+  const int64_t pos0 = step_pos0_;
+  const auto heads = static_cast<int>(config_.num_heads);
+  const auto kv_heads = static_cast<int>(config_.num_kv_heads);
+  const auto head_dim = static_cast<int>(config_.head_dim);
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  FERRY_ASSIGN_OR_RETURN(TensorView ln1, weight(group, base, "input_layernorm"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wq, weight(group, base, "q_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wk, weight(group, base, "k_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wv, weight(group, base, "v_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wo, weight(group, base, "o_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView ln2, weight(group, base, "post_attention_layernorm"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wg, weight(group, base, "gate_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wu, weight(group, base, "up_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wd, weight(group, base, "down_proj"));
+
+  const TensorView x = x_.slice_rows(0, n);
+  const TensorView nm = norm_.slice_rows(0, n);
+  const TensorView q = q_.slice_rows(0, n);
+  const TensorView k_all = cache_.k(layer);
+  const TensorView v_all = cache_.v(layer);
+  // This step's keys and values go straight into their cache rows.
+  const TensorView k = k_all.slice_rows(pos0, n);
+  const TensorView v = v_all.slice_rows(pos0, n);
+  const TensorView cos = cos_.slice_rows(0, n);
+  const TensorView sin = sin_.slice_rows(0, n);
+
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln1, nm, config_.hidden_size, eps}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wq, {}, q}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wk, {}, k}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wv, {}, v}));
+  if (config_.qk_norm) {
+    FERRY_ASSIGN_OR_RETURN(TensorView qn, weight(group, base, "q_norm"));
+    FERRY_ASSIGN_OR_RETURN(TensorView kn, weight(group, base, "k_norm"));
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{q, qn, q, config_.head_dim, eps}));
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{k, kn, k, config_.head_dim, eps}));
+  }
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Rope{q, cos, sin, heads, head_dim, RopeMath::bf16}));
+  FERRY_RETURN_IF_ERROR(
+      backend_->run(stream, Rope{k, cos, sin, kv_heads, head_dim, RopeMath::bf16}));
+
+  Attention att;
+  att.q = q;
+  att.kv[0] = KvSpan{k_all.slice_rows(0, pos0 + n), v_all.slice_rows(0, pos0 + n)};
+  att.num_spans = 1;
+  att.out = attn_.slice_rows(0, n);
+  att.num_heads = heads;
+  att.num_kv_heads = kv_heads;
+  att.head_dim = head_dim;
+  att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  att.causal = true;
+  att.q_pos0 = pos0;
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, att));
+
+  const TensorView proj = proj_.slice_rows(0, n);
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{att.out, wo, {}, proj}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
+
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln2, nm, config_.hidden_size, eps}));
+  const TensorView gate = gate_.slice_rows(0, n);
+  const TensorView up = up_.slice_rows(0, n);
+  const TensorView act = act_.slice_rows(0, n);
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wg, {}, gate}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wu, {}, up}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, SwiGlu{gate, up, act}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{act, wd, {}, proj}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
+
+  // Deepstack (spec §3.6): after layer k's complete output, at the image rows, prefill only.
+  if (visual_active_ && layer < static_cast<int>(visual_.deepstack.size())) {
+    const auto rows = static_cast<int64_t>(rows_host_.size());
+    FERRY_RETURN_IF_ERROR(backend_->run(
+        stream,
+        AddRows{x, visual_.deepstack[static_cast<size_t>(layer)], rows_.slice_rows(0, rows)}));
+  }
+  return {};
+}
+
+Status TextDecoder::run_head(Stream& stream, const WeightGroup& group, void* base) {
+  FERRY_ASSIGN_OR_RETURN(TensorView norm_w, weight(group, base, "norm"));
+  FERRY_ASSIGN_OR_RETURN(TensorView lm_head, weight(group, base, "lm_head"));
+  // Only the last position's logits are needed.
+  const TensorView last = x_.slice_rows(step_tokens_ - 1, 1);
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{last, norm_w, head_in_, config_.hidden_size,
+                                                      static_cast<float>(config_.rms_norm_eps)}));
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{head_in_, lm_head, {}, logits_}));
+  visual_active_ = false;
+  return {};
+}
+
+Status TextDecoder::read_logits(Stream& stream, std::vector<float>& values,
+                                std::vector<uint16_t>& raw) {
+  raw.resize(static_cast<size_t>(config_.vocab_size));
+  backend_->copy_to_host(stream, raw.data(), logits_.data, raw.size() * sizeof(uint16_t));
+  FERRY_RETURN_IF_ERROR(backend_->synchronize(stream));
+  values.resize(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) values[i] = bf16_to_f32(raw[i]);
+  return {};
+}
+
+TensorView TextDecoder::logits() const {
+  return logits_;
+}
+
+TensorView TextDecoder::hidden() const {
+  return x_.slice_rows(0, step_tokens_);
+}
+
+uint64_t fnv1a64(const void* data, size_t bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace ferry

@@ -1,0 +1,105 @@
+// The Qwen3 / Qwen3-VL text model (spec §1–§2): token embedding, decoder layers for prefill and
+// decode over one KV cache, final norm + LM head on the last position.
+//
+// One forward step: begin_step(ids, positions) (uploads ids and positions, builds the rotary
+// tables), run_embed ("text.embed"), run_layer(ℓ) ("text.layers.ℓ") for every layer, run_head
+// ("text.head"). Each enqueues ops on the stream; the group's bytes live at `base`, and no weight
+// pointer is kept across calls. A prefill step may carry image embeddings and deepstack features
+// (set_visual), which apply to that step only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace ferry {
+
+// Qwen3-VL inputs of a prefill: rows of `image_embeds` replace the embeddings at `rows` (the
+// <|image_pad|> positions, in order), and deepstack[k] is added at those rows after layer k.
+struct VisualInjection {
+  TensorView image_embeds;            // [n, hidden] bf16 (device)
+  std::vector<TensorView> deepstack;  // each [n, hidden] bf16 (device)
+  std::vector<int32_t> rows;          // [n] prompt positions
+};
+
+class TextDecoder {
+ public:
+  // max_step_tokens: the longest step (the prompt); cache_capacity: prompt + generated tokens.
+  static Result<TextDecoder> create(const TextConfig& config, Backend& backend,
+                                    int64_t max_step_tokens, int64_t cache_capacity);
+
+  TextDecoder(TextDecoder&&) noexcept = default;
+  TextDecoder& operator=(TextDecoder&&) noexcept = default;
+  TextDecoder(const TextDecoder&) = delete;
+  TextDecoder& operator=(const TextDecoder&) = delete;
+
+  // Starts a step of ids.size() tokens at cache row cache().length(), which then advances.
+  // positions: [n, 3] (t, h, w) per token (rope_index.h). Host memory is copied; it need not
+  // outlive the call.
+  Status begin_step(Stream& stream, std::span<const int32_t> ids,
+                    std::span<const int32_t> positions);
+  // Image embeddings and deepstack features for the current step (call after begin_step).
+  Status set_visual(Stream& stream, VisualInjection visual);
+
+  Status run_embed(Stream& stream, const WeightGroup& group, void* base);
+  Status run_layer(Stream& stream, int layer, const WeightGroup& group, void* base);
+  Status run_head(Stream& stream, const WeightGroup& group, void* base);
+
+  // Synchronizes the stream and reads the last logits: f32 values and the raw bf16 bits.
+  Status read_logits(Stream& stream, std::vector<float>& values, std::vector<uint16_t>& raw);
+
+  TensorView logits() const;  // [1, vocab] bf16
+  TensorView hidden() const;  // [step tokens, hidden] bf16: the residual stream of this step
+  const KvCache& cache() const { return cache_; }
+  KvCache& cache() { return cache_; }
+  int64_t step_tokens() const { return step_tokens_; }
+  int64_t step_pos0() const { return step_pos0_; }
+  const TextConfig& config() const { return config_; }
+  Backend& backend() const { return *backend_; }
+
+ private:
+  TextDecoder() = default;
+
+  TextConfig config_;
+  Backend* backend_ = nullptr;  // not owned
+  int64_t max_tokens_ = 0;
+  int64_t step_tokens_ = 0;
+  int64_t step_pos0_ = 0;
+  bool visual_active_ = false;
+  VisualInjection visual_;
+  KvCache cache_;
+
+  // Host staging; stays unchanged until the stream synchronizes (the head's read does).
+  std::vector<int32_t> ids_host_;
+  std::vector<int32_t> pos_host_;
+  std::vector<int32_t> rows_host_;
+
+  DeviceBuffer arena_;  // every activation below, carved at 256-byte offsets
+  TensorView ids_;      // [max, 1] i32
+  TensorView pos_;      // [max, 3] i32
+  TensorView cos_;      // [max, head_dim/2] f32
+  TensorView sin_;      // [max, head_dim/2] f32
+  TensorView rows_;     // [max, 1] i32 image rows
+  TensorView x_;        // [max, hidden] bf16 residual
+  TensorView norm_;     // [max, hidden] bf16
+  TensorView q_;        // [max, heads·head_dim] bf16
+  TensorView attn_;     // [max, heads·head_dim] bf16
+  TensorView proj_;     // [max, hidden] bf16 (o_proj, down_proj outputs)
+  TensorView gate_;     // [max, intermediate] bf16
+  TensorView up_;       // [max, intermediate] bf16
+  TensorView act_;      // [max, intermediate] bf16
+  TensorView head_in_;  // [1, hidden] bf16
+  TensorView logits_;   // [1, vocab] bf16
+};
+
+// FNV-1a 64 over bytes: the logits hash `ferry run` prints (over the bf16 logits as produced).
+uint64_t fnv1a64(const void* data, size_t bytes);
+
+}  // namespace ferry

@@ -1,0 +1,82 @@
+#include "model/text_generation.h"
+
+#include <string>
+
+namespace ferry {
+
+Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend& backend,
+                                              std::vector<int32_t> prompt, RopePositions positions,
+                                              const GenerationParams& params) {
+  if (prompt.empty()) return make_error(ErrorCode::invalid_argument, "generation: empty prompt");
+  if (positions.pos.size() != prompt.size() * 3) {
+    return make_error(ErrorCode::internal, "generation: positions do not match the prompt");
+  }
+  if (params.gen_tokens < 1 || params.decode_steps < params.gen_tokens - 1) {
+    return make_error(ErrorCode::invalid_argument, "generation: too few decode steps");
+  }
+  const auto s = static_cast<int64_t>(prompt.size());
+  FERRY_ASSIGN_OR_RETURN(TextDecoder d,
+                         TextDecoder::create(config, backend, s, s + params.decode_steps));
+  return TextGeneration(std::move(d), std::move(prompt), std::move(positions), params);
+}
+
+Status TextGeneration::begin(Stream& stream, const Call& call) {
+  if (call.phase == Phase::prefill) {
+    if (decoder_.cache().length() != 0) {
+      return make_error(ErrorCode::internal, "generation: prefill after other steps");
+    }
+    FERRY_RETURN_IF_ERROR(decoder_.begin_step(stream, prompt_, positions_.pos));
+    if (visual_) FERRY_RETURN_IF_ERROR(decoder_.set_visual(stream, *visual_));
+    return {};
+  }
+  // Decode step s feeds token s at cache row c, rotary position c + rope_delta (spec §2 step 7).
+  const auto s = static_cast<size_t>(call.step);
+  if (s >= tokens_.size()) {
+    return make_error(ErrorCode::internal, "generation: decode step without an input token");
+  }
+  const int64_t row = decoder_.cache().length();
+  const int32_t id = tokens_[s];
+  const std::vector<int32_t> pos = linear_positions(row + positions_.rope_delta, 1);
+  return decoder_.begin_step(stream, std::span<const int32_t>(&id, 1), pos);
+}
+
+Status TextGeneration::finish_step(Stream& stream, const Call& call) {
+  FERRY_RETURN_IF_ERROR(decoder_.read_logits(stream, logits_f32_, logits_raw_));
+  last_hash_ = fnv1a64(logits_raw_.data(), logits_raw_.size() * sizeof(uint16_t));
+  if (call.phase == Phase::prefill) {
+    prefill_logits_ = logits_f32_;
+    prefill_hash_ = last_hash_;
+  } else if (params_.keep_all_logits) {
+    step_logits_.push_back(logits_f32_);
+  }
+  if (static_cast<int64_t>(tokens_.size()) >= params_.gen_tokens) return {};  // discarded
+  int32_t next = select_token(logits_f32_, params_.sampling, params_.mask, rng_);
+  if (next < 0) return make_error(ErrorCode::internal, "generation: every token is masked");
+  if (params_.final_token && static_cast<int64_t>(tokens_.size()) + 1 == params_.gen_tokens) {
+    next = *params_.final_token;
+  }
+  tokens_.push_back(next);
+  return {};
+}
+
+Status TextGeneration::run_call(Stream& stream, const Call& call, const WeightGroup& group,
+                                void* base) {
+  if (call.phase != Phase::prefill && call.phase != Phase::decode) {
+    return make_error(ErrorCode::internal, "generation: not a text call");
+  }
+  switch (group.kind) {
+    case GroupKind::embedding:
+      FERRY_RETURN_IF_ERROR(begin(stream, call));
+      return decoder_.run_embed(stream, group, base);
+    case GroupKind::decoder_layer:
+      return decoder_.run_layer(stream, group.layer, group, base);
+    case GroupKind::lm_head:
+      FERRY_RETURN_IF_ERROR(decoder_.run_head(stream, group, base));
+      return finish_step(stream, call);
+    default:
+      return make_error(ErrorCode::internal,
+                        "generation: group " + group.name + " is not a text group");
+  }
+}
+
+}  // namespace ferry

@@ -1,0 +1,78 @@
+// The text half of an inference: the prompt's prefill and the decode loop, driven call by call
+// ("text.embed", "text.layers.N", "text.head") by the executor. Shared by the Qwen3 and the
+// Qwen3-VL / Alpamayo runners.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "model/call_sequence.h"
+#include "model/rope_index.h"
+#include "model/sampling.h"
+#include "model/text_decoder.h"
+
+namespace ferry {
+
+struct GenerationParams {
+  int64_t gen_tokens = 1;    // tokens kept in the output
+  int64_t decode_steps = 0;  // forwards after prefill (decode_steps(config, workload))
+  SamplingParams sampling;
+  LogitsMask mask;    // ids never selected
+  uint64_t seed = 0;  // sampling stream
+  // Replaces the last kept token (Alpamayo: <|traj_future_start|>, which a synthetic model would
+  // not emit by itself, so that the expert sees a complete cache).
+  std::optional<int32_t> final_token;
+  bool keep_all_logits = false;
+};
+
+class TextGeneration {
+ public:
+  static Result<TextGeneration> create(const TextConfig& config, Backend& backend,
+                                       std::vector<int32_t> prompt, RopePositions positions,
+                                       const GenerationParams& params);
+
+  // Image embeddings and deepstack features, injected at prefill.
+  void set_visual(VisualInjection visual) { visual_ = std::move(visual); }
+
+  // Handles a text call (embedding, decoder_layer or lm_head group).
+  Status run_call(Stream& stream, const Call& call, const WeightGroup& group, void* base);
+
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  const RopePositions& positions() const { return positions_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const std::vector<float>& prefill_logits() const { return prefill_logits_; }
+  std::vector<std::vector<float>>& step_logits() { return step_logits_; }
+  uint64_t last_logits_hash() const { return last_hash_; }
+  uint64_t prefill_logits_hash() const { return prefill_hash_; }
+  TextDecoder& decoder() { return decoder_; }
+
+ private:
+  TextGeneration(TextDecoder decoder, std::vector<int32_t> prompt, RopePositions positions,
+                 const GenerationParams& params)
+      : decoder_(std::move(decoder)),
+        prompt_(std::move(prompt)),
+        positions_(std::move(positions)),
+        params_(params),
+        rng_(params.seed) {}
+  Status begin(Stream& stream, const Call& call);
+  Status finish_step(Stream& stream, const Call& call);
+
+  TextDecoder decoder_;
+  std::vector<int32_t> prompt_;
+  RopePositions positions_;
+  GenerationParams params_;
+  Rng rng_;
+  std::optional<VisualInjection> visual_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_f32_;
+  std::vector<uint16_t> logits_raw_;
+  std::vector<float> prefill_logits_;
+  std::vector<std::vector<float>> step_logits_;
+  uint64_t last_hash_ = 0;
+  uint64_t prefill_hash_ = 0;
+};
+
+}  // namespace ferry

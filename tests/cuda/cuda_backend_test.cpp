@@ -1,0 +1,176 @@
+// The CUDA backend's own behavior (allocation errors, copies, events, op rejection) and the
+// CUDA graph wrapper (capture, replay, in-place update).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_graph.h"
+#include "backend/cuda/cuda_stream.h"
+#include "core/bf16.h"
+#include "harness.h"
+
+namespace ferry::cuda_test {
+namespace {
+
+Backend& gpu() {
+  return *backends(nullptr)->cuda;
+}
+
+TEST(CudaBackend, AbsurdAllocationIsOutOfMemoryAndRecoverable) {
+  SKIP_WITHOUT_CUDA();
+  auto huge = gpu().allocate(size_t{1} << 50);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.error().code, ErrorCode::out_of_memory) << huge.error().to_string();
+  auto small = gpu().allocate(4096);
+  ASSERT_TRUE(small.ok()) << small.error().to_string();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->data()) % 256, 0u);
+  EXPECT_EQ(gpu().info().name.empty(), false);
+  EXPECT_GT(gpu().info().total_bytes, 0u);
+}
+
+TEST(CudaBackend, CopiesAndFillZero) {
+  SKIP_WITHOUT_CUDA();
+  auto stream = gpu().create_stream();
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> host(n);
+  for (size_t i = 0; i < n; ++i) host[i] = static_cast<uint8_t>(i * 7 + 3);
+  auto a = gpu().allocate(n);
+  auto b = gpu().allocate(n);
+  ASSERT_TRUE(a.ok() && b.ok());
+  gpu().copy_to_device(*stream, a->data(), host.data(), n);
+  gpu().copy_on_device(*stream, b->data(), a->data(), n);
+  gpu().fill_zero(*stream, static_cast<uint8_t*>(b->data()) + 1000, 24);
+  std::vector<uint8_t> back(n, 0xEE);
+  gpu().copy_to_host(*stream, back.data(), b->data(), n);
+  ASSERT_TRUE(gpu().synchronize(*stream).ok());
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t want = (i >= 1000 && i < 1024) ? 0 : host[i];
+    ASSERT_EQ(back[i], want) << "byte " << i;
+  }
+}
+
+TEST(CudaBackend, EventOrdersTwoStreams) {
+  SKIP_WITHOUT_CUDA();
+  auto producer = gpu().create_stream();
+  auto consumer = gpu().create_stream();
+  auto ready = gpu().create_event();
+  const size_t n = size_t{64} << 20;  // big enough that an unordered read would see old bytes
+  std::vector<uint8_t> host(n, 0x5A);
+  auto src = gpu().allocate(n);
+  auto dst = gpu().allocate(n);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  gpu().fill_zero(*producer, src->data(), n);
+  ASSERT_TRUE(gpu().synchronize(*producer).ok());
+  for (int round = 0; round < 3; ++round) {
+    host.assign(n, static_cast<uint8_t>(0x10 + round));
+    gpu().copy_to_device(*producer, src->data(), host.data(), n);
+    gpu().record(*ready, *producer);
+    gpu().wait(*consumer, *ready);
+    gpu().copy_on_device(*consumer, dst->data(), src->data(), n);
+    std::vector<uint8_t> back(n);
+    gpu().copy_to_host(*consumer, back.data(), dst->data(), n);
+    ASSERT_TRUE(gpu().synchronize(*consumer).ok());
+    ASSERT_TRUE(gpu().synchronize(*ready).ok());
+    EXPECT_EQ(back.front(), host.front());
+    EXPECT_EQ(back.back(), host.back());
+    EXPECT_EQ(back[n / 2], host[n / 2]);
+  }
+}
+
+TEST(CudaBackend, RejectsUnsupportedHeadDim) {
+  SKIP_WITHOUT_CUDA();
+  auto stream = gpu().create_stream();
+  auto q = gpu().allocate(2 * 256 * 2);
+  auto k = gpu().allocate(2 * 256 * 2);
+  auto o = gpu().allocate(2 * 256 * 2);
+  ASSERT_TRUE(q.ok() && k.ok() && o.ok());
+  Attention op;
+  op.q = make_view(q->data(), DType::bf16, 1, 256);
+  op.kv[0].k = make_view(k->data(), DType::bf16, 1, 256);
+  op.kv[0].v = make_view(k->data(), DType::bf16, 1, 256);
+  op.out = make_view(o->data(), DType::bf16, 1, 256);
+  op.num_heads = 1;
+  op.num_kv_heads = 1;
+  op.head_dim = 256;
+  const Status st = gpu().run(*stream, op);
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(gpu().synchronize(*stream).ok());
+}
+
+// y = rms_norm(x) captured once, replayed, then pointed at other buffers through update().
+TEST(CudaGraph, CaptureReplayAndUpdate) {
+  SKIP_WITHOUT_CUDA();
+  auto stream = gpu().create_stream();
+  const int64_t rows = 8;
+  const int64_t cols = 512;
+  const size_t bytes = static_cast<size_t>(rows * cols) * 2;
+  Rng rng(77);
+  const std::vector<uint8_t> x1 = rng.uniform(DType::bf16, rows * cols, 2.0f);
+  const std::vector<uint8_t> x2 = rng.uniform(DType::bf16, rows * cols, 2.0f);
+  const std::vector<uint8_t> w = rng.uniform(DType::bf16, cols, 1.0f);
+  auto bx1 = gpu().allocate(bytes);
+  auto bx2 = gpu().allocate(bytes);
+  auto by1 = gpu().allocate(bytes);
+  auto by2 = gpu().allocate(bytes);
+  auto byd = gpu().allocate(bytes);
+  auto bw = gpu().allocate(static_cast<size_t>(cols) * 2);
+  ASSERT_TRUE(bx1.ok() && bx2.ok() && by1.ok() && by2.ok() && byd.ok() && bw.ok());
+  gpu().copy_to_device(*stream, bx1->data(), x1.data(), bytes);
+  gpu().copy_to_device(*stream, bx2->data(), x2.data(), bytes);
+  gpu().copy_to_device(*stream, bw->data(), w.data(), w.size());
+  ASSERT_TRUE(gpu().synchronize(*stream).ok());
+
+  auto norm = [&](void* x, void* y) {
+    RmsNorm op;
+    op.x = make_view(x, DType::bf16, rows, cols);
+    op.w = make_view(bw->data(), DType::bf16, 1, cols);
+    op.y = make_view(y, DType::bf16, rows, cols);
+    op.dim = cols;
+    return op;
+  };
+  auto download = [&](void* p) {
+    std::vector<uint8_t> h(bytes);
+    gpu().copy_to_host(*stream, h.data(), p, bytes);
+    FERRY_CHECK(gpu().synchronize(*stream).ok(), "download");
+    return h;
+  };
+
+  // Direct runs are the expected results.
+  ASSERT_TRUE(gpu().run(*stream, norm(bx1->data(), byd->data())).ok());
+  const std::vector<uint8_t> want1 = download(byd->data());
+  ASSERT_TRUE(gpu().run(*stream, norm(bx2->data(), byd->data())).ok());
+  const std::vector<uint8_t> want2 = download(byd->data());
+  ASSERT_NE(want1, want2);
+
+  gpu().fill_zero(*stream, by1->data(), bytes);
+  auto graph = cuda::GraphExec::capture(
+      *stream, [&] { return gpu().run(*stream, norm(bx1->data(), by1->data())); });
+  ASSERT_TRUE(graph.ok()) << graph.error().to_string();
+  EXPECT_EQ(download(by1->data()), std::vector<uint8_t>(bytes, 0)) << "capture must not run";
+  ASSERT_TRUE(graph->launch(*stream).ok());
+  EXPECT_EQ(download(by1->data()), want1);
+  gpu().fill_zero(*stream, by1->data(), bytes);
+  ASSERT_TRUE(graph->launch(*stream).ok());
+  EXPECT_EQ(download(by1->data()), want1) << "replay";
+
+  ASSERT_TRUE(
+      graph->update(*stream, [&] { return gpu().run(*stream, norm(bx2->data(), by2->data())); })
+          .ok());
+  EXPECT_TRUE(graph->updated_in_place());
+  ASSERT_TRUE(graph->launch(*stream).ok());
+  EXPECT_EQ(download(by2->data()), want2);
+
+  // An error inside the body ends the capture cleanly and is returned.
+  auto bad = cuda::GraphExec::capture(*stream, [&] {
+    RmsNorm op = norm(bx1->data(), by1->data());
+    op.dim = 3;  // 512 is not a multiple of 3: validate rejects it
+    return gpu().run(*stream, op);
+  });
+  EXPECT_FALSE(bad.ok());
+  ASSERT_TRUE(graph->launch(*stream).ok());  // the stream is usable after the failed capture
+  EXPECT_TRUE(gpu().synchronize(*stream).ok());
+}
+
+}  // namespace
+}  // namespace ferry::cuda_test
