@@ -2,6 +2,7 @@
 // reported by synchronize, and bit-identical op results for every thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -49,6 +50,23 @@ TEST(CpuBackend, AllocatesAlignedAndReportsFailure) {
   auto max = be->allocate(SIZE_MAX);
   ASSERT_FALSE(max.ok());
   EXPECT_EQ(max.error().code, ErrorCode::out_of_memory);
+}
+
+TEST(CpuBackend, CopiesAndFillsInStreamOrder) {
+  auto be = create_cpu_backend(CpuBackendOptions{2, 200, 9});
+  auto stream = be->create_stream();
+  std::vector<uint8_t> src(3000), back(3000, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  DeviceBuffer a = must_allocate(*be, src.size());
+  DeviceBuffer b = must_allocate(*be, src.size());
+  be->copy_to_device(*stream, a.data(), src.data(), src.size());
+  be->copy_on_device(*stream, b.data(), a.data(), src.size());
+  be->fill_zero(*stream, ptr<uint8_t>(b) + 1000, 500);  // after the copy, in stream order
+  be->copy_to_host(*stream, back.data(), b.data(), back.size());
+  ASSERT_TRUE(be->synchronize(*stream).ok());
+  std::vector<uint8_t> expected = src;
+  std::fill(expected.begin() + 1000, expected.begin() + 1500, uint8_t{0});
+  EXPECT_EQ(back, expected);
 }
 
 TEST(CpuBackend, InvalidOpIsRejectedAndNothingRuns) {

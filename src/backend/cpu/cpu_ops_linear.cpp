@@ -27,7 +27,21 @@ constexpr int64_t kBlockM = 8;
       dot_rows_f32<4>(xf + m * k_dim, k_dim, wrow, k_dim, out);
       for (int r = 0; r < 4; ++r) col[(m + r - m0) * kTileN] = out[r];
     }
-    for (; m < m1; ++m) col[(m - m0) * kTileN] = dot_f32(xf + m * k_dim, wrow, k_dim);
+    float out[3] = {0, 0, 0};
+    switch (m1 - m) {
+      case 3:
+        dot_rows_f32<3>(xf + m * k_dim, k_dim, wrow, k_dim, out);
+        break;
+      case 2:
+        dot_rows_f32<2>(xf + m * k_dim, k_dim, wrow, k_dim, out);
+        break;
+      case 1:
+        out[0] = dot_f32(xf + m * k_dim, wrow, k_dim);
+        break;
+      default:
+        break;
+    }
+    for (int64_t r = 0; r < m1 - m; ++r) col[(m + r - m0) * kTileN] = out[r];
   }
 }
 

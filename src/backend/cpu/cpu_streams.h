@@ -3,7 +3,9 @@
 // A stream is one worker thread consuming a queue of closures in order. An event is a generation
 // counter: record() bumps `recorded` and enqueues a marker that raises `completed` to that
 // generation when it runs; a wait enqueues a closure that blocks its stream until `completed`
-// reaches the generation recorded at the time of the wait call.
+// reaches the generation recorded at the time of the wait call. `completed` only grows, so an
+// event re-recorded on a second stream before the first record ran counts as complete for both
+// once the later one runs (CUDA events have the same last-record-wins meaning).
 #pragma once
 
 #include <condition_variable>
