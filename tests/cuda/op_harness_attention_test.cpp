@@ -110,6 +110,9 @@ TEST(CudaOps, AttentionPrefill) {
   expect_pass(attention_case(rng, {300, 300, 0, 4, 4, 72, false, 0, false}));
   expect_pass(attention_case(rng, {200, 800, 200, 8, 2, 128, true, 800, false}));
   expect_pass(attention_case(rng, {70, 70, 0, 2, 1, 64, true, 0, false}));
+  // Empty spans: an empty prompt cache before the new keys, and no keys at all (zeros).
+  expect_pass(attention_case(rng, {40, 0, 40, 4, 2, 64, true, 0, false}));
+  expect_pass(attention_case(rng, {3, 0, 0, 4, 2, 64, false, 0, false}));
 }
 
 TEST(CudaOps, AttentionPlacementInvariant) {
