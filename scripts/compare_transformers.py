@@ -89,8 +89,13 @@ def reference_logits(model, model_type, inputs, rows, device):
         image_token = getattr(model.config, "image_token_id", 151655)
         kwargs["mm_token_type_ids"] = (input_ids == image_token).to(torch.int32)
         try:
-            pos, _ = model.model.get_rope_index(input_ids, kwargs["image_grid_thw"], None,
-                                                attention_mask=attention_mask)
+            try:  # transformers 5: (input_ids, mm_token_type_ids, image_grid_thw, ...)
+                pos, _ = model.model.get_rope_index(input_ids, kwargs["mm_token_type_ids"],
+                                                    kwargs["image_grid_thw"],
+                                                    attention_mask=attention_mask)
+            except TypeError:  # transformers 4.x: (input_ids, image_grid_thw, video_grid_thw)
+                pos, _ = model.model.get_rope_index(input_ids, kwargs["image_grid_thw"], None,
+                                                    attention_mask=attention_mask)
             positions = pos.cpu().numpy()
         except Exception as e:  # API drift between versions: report, compare logits anyway
             print(f"note: get_rope_index unavailable ({e}); positions not compared")

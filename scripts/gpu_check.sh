@@ -4,8 +4,9 @@
 # and the transformers peer, in one call. Full logs go under $OUT (the device tool brings them
 # back); a short table is printed last. Each step is time-boxed and independent of the others.
 #
-#   scripts/gpu_check.sh [STAGE...]   stages: build harness unit tiny compare bench peer
-#                                      (default: all)
+#   scripts/gpu_check.sh [STAGE...]   run in the order given; default, most important first:
+#     build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b peer_8b
+#     compare_parts unit
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -13,7 +14,8 @@ mkdir -p "$OUT"
 build=${FERRY_BUILD_DIR:-build-gpu}
 models=${FERRY_MODELS:-/tmp/ferry-models}
 stages=("$@")
-((${#stages[@]})) || stages=(build harness unit tiny compare bench peer)
+((${#stages[@]})) || stages=(build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b
+  peer_8b compare_parts unit)
 declare -a table
 export PYTHONUNBUFFERED=1
 
@@ -28,7 +30,6 @@ step() {
   table+=("$(printf '%-26s rc=%-3s %6ss  %s' "$name" "$rc" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-100)")")
   return $rc
 }
-has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 synth() {  # synth PRESET: once per machine
   [ -f "$models/$1/config.json" ] || "$build/ferry" synth --preset "$1" --out "$models/$1" --seed 1
 }
@@ -37,16 +38,16 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
   >"$OUT/gpu.txt" 2>&1
 mkdir -p "$models"
 
-if has build; then
+stage_build() {
   step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DFERRY_PYTHON=OFF
   step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
     ferry_vision_dump ferry_expert_dump
-fi
-has harness && step cuda_harness 120 "$build/tests/ferry_cuda_tests"
-has unit && step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1
-
-if has tiny; then
+}
+stage_harness() { step cuda_harness 120 "$build/tests/ferry_cuda_tests"; }
+stage_unit() { step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1; }
+stage_tiny() {  # the same tokens and hashes on the CPU and CUDA backends
+  local preset be
   for preset in qwen3-tiny qwen3-vl-tiny alpamayo-tiny; do
     synth "$preset" >/dev/null 2>&1
     for be in cpu cuda; do
@@ -55,39 +56,45 @@ if has tiny; then
     step "same_${preset}" 10 python3 - "$OUT/run_${preset}_cpu.log" "$OUT/run_${preset}_cuda.log" <<'PY'
 import json, sys
 a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
-keys = ["tokens", "logits_hash", "actions_hash"]
+keys = ["tokens", "logits_hash", "prefill_logits_hash", "actions_hash"]
 same = {k: a.get(k) == b.get(k) for k in keys if k in a}
 print("cpu vs cuda:", " ".join(f"{k}={'same' if v else 'DIFFER'}" for k, v in same.items()),
       "| tokens", a["tokens"][:12])
 sys.exit(0 if same.get("tokens") else 1)
 PY
   done
-fi
-
-if has compare; then
+}
+stage_compare_tiny() {  # issue 3: transformers vs ferry's CPU backend
   step compare_qwen3-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-tiny" --backend cpu --tokens 8
   step compare_qwen3-vl-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-vl-tiny" --backend cpu --tokens 8
+}
+stage_compare_parts() {
   step compare_vision_tiny 300 python3 scripts/compare_vision_transformers.py --build "$build" --floor
   step compare_expert_tiny 300 python3 scripts/compare_expert_transformers.py --build "$build" --floor
+}
+stage_compare_8b() {  # issue 4: full size, CUDA backend
   synth qwen3-8b >"$OUT/synth_qwen3-8b.log" 2>&1
   step compare_qwen3-8b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-8b" --backend cuda --prompt-tokens 1500 --tokens 21
-fi
+}
+bench_one() {
+  synth "$1" >"$OUT/synth_$1.log" 2>&1
+  step "bench_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 3 --json
+}
+peer_one() {
+  synth "$1" >/dev/null 2>&1
+  step "peer_$1" 400 python3 bench/peer_transformers.py --model "$models/$1" --runs 3 --json
+}
+stage_bench_ar1() { bench_one alpamayo-r1-10b; }
+stage_peer_ar1() { peer_one alpamayo-r1-10b; }
+stage_bench_8b() { bench_one qwen3-8b; }
+stage_peer_8b() { peer_one qwen3-8b; }
 
-if has bench; then
-  for preset in qwen3-8b alpamayo-r1-10b; do
-    synth "$preset" >"$OUT/synth_$preset.log" 2>&1
-    step "bench_$preset" 400 "$build/ferry" bench --model "$models/$preset" --runs 3 --json
-  done
-fi
-if has peer; then
-  for preset in qwen3-8b alpamayo-r1-10b; do
-    synth "$preset" >/dev/null 2>&1
-    step "peer_$preset" 400 python3 bench/peer_transformers.py --model "$models/$preset" --runs 3 --json
-  done
-fi
+for s in "${stages[@]}"; do
+  if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
+done
 
 echo
 echo "== gpu_check on $(sed -n 2p "$OUT/gpu.txt")"
