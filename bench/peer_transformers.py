@@ -26,8 +26,12 @@ import time
 import torch
 
 
+DEVICE = "cuda"
+
+
 def sync_time():
-    torch.cuda.synchronize()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
     return time.perf_counter()
 
 
@@ -59,9 +63,9 @@ def time_runs(fn, runs):
 def bench_text(model_dir, args):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda().eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(DEVICE).eval()
     vocab = model.config.vocab_size
-    ids = random_ids(args.prompt_tokens, vocab, args.seed).unsqueeze(0).cuda()
+    ids = random_ids(args.prompt_tokens, vocab, args.seed).unsqueeze(0).to(DEVICE)
 
     @torch.no_grad()
     def run():
@@ -110,11 +114,22 @@ def vl_model_from_config(vl_cfg_dict, state_dict_source, prefix):
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     config = Qwen3VLConfig(**vl_cfg_dict)
-    with torch.device("meta"):
-        model = Qwen3VLForConditionalGeneration(config)
+    model = build_on_device(Qwen3VLForConditionalGeneration, config)
     state = {k[len(prefix):]: v for k, v in state_dict_source.items() if k.startswith(prefix)}
-    model.load_state_dict(state, strict=True, assign=True)
-    return model.to(torch.bfloat16).cuda().eval()
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def build_on_device(cls, config):
+    """The module made directly on the device in bf16 (its random init is overwritten by the
+    checkpoint right after)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(DEVICE):
+            return cls(config)
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def load_all_tensors(model_dir):
@@ -133,7 +148,7 @@ def load_all_tensors(model_dir):
 
 
 def generate_vl(model, args):
-    ids, pixels, grid = vl_inputs(model.config, args, "cuda")
+    ids, pixels, grid = vl_inputs(model.config, args, DEVICE)
     mm_types = (ids == model.config.image_token_id).to(torch.int32)
     out = model.generate(
         input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixels,
@@ -147,7 +162,7 @@ def bench_vl(model_dir, args, cfg):
     from transformers import Qwen3VLForConditionalGeneration
 
     model = Qwen3VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.bfloat16)
-    model = model.cuda().eval()
+    model = model.to(DEVICE).eval()
 
     @torch.no_grad()
     def run():
@@ -181,7 +196,7 @@ class ActionInProj(torch.nn.Module):
 
     def forward(self, x, t):
         f = torch.cat([self.fourier(x[..., 0]), self.fourier(x[..., 1]),
-                       self.fourier(t.expand(x.shape[:-1]))], dim=-1)
+                       self.fourier(t.reshape(-1, 1).expand(x.shape[:-1]))], dim=-1)
         return self.norm(self.encoder.trunk(f))
 
 
@@ -194,12 +209,11 @@ def bench_alpamayo(model_dir, args, cfg):
     text_cfg = dict(cfg["vlm_config"]["text_config"])
     text_cfg.update({k: v for k, v in cfg["expert_cfg"].items() if k != "dtype"})
     expert_config = Qwen3VLTextConfig(**text_cfg)
-    with torch.device("meta"):
-        expert = Qwen3VLTextModel(expert_config)
+    expert = build_on_device(Qwen3VLTextModel, expert_config)
     del expert.embed_tokens
     expert.load_state_dict({k[len("expert."):]: v for k, v in tensors.items()
-                            if k.startswith("expert.")}, strict=True, assign=True)
-    expert = expert.to(torch.bfloat16).cuda().eval()
+                            if k.startswith("expert.")}, strict=True)
+    expert = expert.eval()
     aip = cfg["action_in_proj_cfg"]
     action_in = ActionInProj(aip["hidden_size"], expert_config.hidden_size, aip["max_freq"],
                              aip["num_fourier_feats"])
@@ -207,11 +221,11 @@ def bench_alpamayo(model_dir, args, cfg):
                                         if k.startswith("action_in_proj.")}, strict=False)
     if result.unexpected_keys or set(result.missing_keys) - {"freqs"}:
         raise SystemExit(f"action_in_proj weights do not match: {result}")
-    action_in = action_in.to(torch.bfloat16).cuda().eval()
+    action_in = action_in.to(torch.bfloat16).to(DEVICE).eval()
     action_out = torch.nn.Linear(expert_config.hidden_size, 2)
     action_out.load_state_dict({"weight": tensors["action_out_proj.weight"],
                                 "bias": tensors["action_out_proj.bias"]})
-    action_out = action_out.to(torch.bfloat16).cuda().eval()
+    action_out = action_out.to(torch.bfloat16).to(DEVICE).eval()
     del tensors
     n_way = cfg.get("action_space_cfg", {}).get("n_waypoints", 64)
 
@@ -225,13 +239,13 @@ def bench_alpamayo(model_dir, args, cfg):
         cache_len = seq.numel() - 1
         offset = seq.numel()  # no <|traj_future_start|> from random weights: last index + 1
         rope_delta = int(vlm.model.rope_deltas[0].item()) if vlm.model.rope_deltas is not None else 0
-        g = torch.Generator(device="cuda").manual_seed(args.seed)
-        x = torch.randn(1, n_way, 2, device="cuda", generator=g)
-        grid = torch.linspace(0, 1, args.steps + 1, device="cuda")
-        pos = (offset + rope_delta + torch.arange(n_way, device="cuda")).view(1, 1, -1).expand(3, 1, -1)
-        mask = torch.zeros(1, 1, n_way, cache_len + n_way, device="cuda")
+        g = torch.Generator(device=DEVICE).manual_seed(args.seed)
+        x = torch.randn(1, n_way, 2, device=DEVICE, generator=g)
+        grid = torch.linspace(0, 1, args.steps + 1, device=DEVICE)
+        pos = (offset + rope_delta + torch.arange(n_way, device=DEVICE)).view(1, 1, -1).expand(3, 1, -1)
+        mask = torch.zeros(1, 1, n_way, cache_len + n_way, device=DEVICE)
         mask[..., offset:cache_len] = torch.finfo(torch.float32).min
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
             for i in range(args.steps):
                 e = action_in(x, grid[i].view(1, 1, 1))
                 h = expert(inputs_embeds=e, position_ids=pos, past_key_values=cache,
@@ -256,7 +270,10 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--device", default="cuda", help="torch device (cpu only to test this script)")
     args = p.parse_args()
+    global DEVICE
+    DEVICE = args.device
     cfg = load_config(args.model)
     kind = cfg.get("model_type", "")
     if kind in ("qwen3", "llama"):
@@ -280,7 +297,7 @@ def main():
         "stages_median_s": stages,
         "runs_s": runs,
         "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(0),
+        "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else DEVICE,
     }
     if args.json:
         print(json.dumps(result))

@@ -74,7 +74,7 @@ def build_torch_side(ckpt, device):
 
         def forward(self, x, t):
             f = torch.cat([self.fourier(x[..., 0]), self.fourier(x[..., 1]),
-                           self.fourier(t.expand(x.shape[:-1]))], dim=-1)
+                           self.fourier(t.reshape(-1, 1).expand(x.shape[:-1]))], dim=-1)
             return self.norm(self.encoder.trunk(f))
 
     action_in = ActionInProj()
@@ -89,7 +89,11 @@ def build_torch_side(ckpt, device):
     return mods, cfg
 
 
-def run_flow(mods, dump, device, steps, fp32):
+def run_flow(mods, dump, device, steps, fp32, forced=None):
+    """Euler steps of the torch expert. With `forced` ([steps, waypoints*2] velocities), x is
+    advanced with those instead of torch's own, so each step sees exactly ferry's x_i
+    (teacher forcing): the flow amplifies any difference through the Fourier features of x (up
+    to 100 cycles per unit), so only a forced run compares the model and not the chaos."""
     import torch
     from transformers import DynamicCache
 
@@ -124,7 +128,10 @@ def run_flow(mods, dump, device, steps, fp32):
             cache.crop(cache_len)
             vel = action_out(h)
             velocities.append(vel.float().reshape(-1).cpu().numpy())
-            x = x + (grid[i + 1] - grid[i]) * vel.float()
+            step_v = vel.float()
+            if forced is not None:
+                step_v = torch.from_numpy(forced[i]).to(device).float().view_as(step_v)
+            x = x + (grid[i + 1] - grid[i]) * step_v
     return np.stack(velocities).astype(np.float64), x[0].float().cpu().numpy().astype(np.float64)
 
 
@@ -133,7 +140,8 @@ def main():
     ap.add_argument("--build", default="build", help="ferry build folder")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--tol", type=float, default=0.05, help="actions error RMS / actions RMS")
+    ap.add_argument("--tol", type=float, default=0.05,
+                    help="teacher-forced velocity error RMS / velocity RMS, worst step")
     ap.add_argument("--floor", action="store_true", help="also compare against an fp32 run")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
@@ -149,19 +157,27 @@ def main():
             for n in ("x0", "velocities", "actions", "k_cache", "v_cache", "meta")}
     mods, cfg = build_torch_side(ckpt, args.device)
     steps = dump["velocities"].shape[0]
-    vel, actions = run_flow(mods, dump, args.device, steps, fp32=False)
     ferry_vel = dump["velocities"].astype(np.float64)
     ferry_act = dump["actions"].astype(np.float64)
+    forced = dump["velocities"].astype(np.float32)
+    vel_tf, _ = run_flow(mods, dump, args.device, steps, fp32=False, forced=forced)
+    worst = 0.0
     for i in range(steps):
-        print(f"step {i}: velocity error rms / rms = {rms_ratio(ferry_vel[i], vel[i]):.2e}")
+        r = rms_ratio(ferry_vel[i], vel_tf[i])
+        worst = max(worst, r)
+        print(f"step {i} (teacher-forced: both see ferry's x_i): velocity error rms / rms = {r:.2e}")
+    ok = worst <= args.tol
+    print(f"teacher-forced velocity: worst {worst:.2e} (limit {args.tol}) {'ok' if ok else 'FAIL'}")
+    vel, actions = run_flow(mods, dump, args.device, steps, fp32=False)
     ratio = rms_ratio(ferry_act, actions)
-    print(f"actions: error rms / rms = {ratio:.2e} {'ok' if ratio <= args.tol else 'FAIL'}")
+    print(f"free-running actions after {steps} steps: error rms / rms = {ratio:.2e} "
+          "(informational: random weights make the flow chaotic)")
     if args.floor:
-        vel32, act32 = run_flow(mods, dump, args.device, steps, fp32=True)
-        print(f"vs fp32: step-0 velocity ferry {rms_ratio(ferry_vel[0], vel32[0]):.2e}, "
-              f"torch bf16 {rms_ratio(vel[0], vel32[0]):.2e}; actions ferry "
-              f"{rms_ratio(ferry_act, act32):.2e}, torch bf16 {rms_ratio(actions, act32):.2e}")
-    return 0 if ratio <= args.tol else 1
+        vel32, act32 = run_flow(mods, dump, args.device, steps, fp32=True, forced=forced)
+        print(f"vs fp32, teacher-forced velocities: ferry "
+              f"{max(rms_ratio(ferry_vel[i], vel32[i]) for i in range(steps)):.2e}, torch bf16 "
+              f"{max(rms_ratio(vel_tf[i], vel32[i]) for i in range(steps)):.2e} (worst step)")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
