@@ -10,7 +10,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
+LOGS=${FERRY_GPU_LOGS:-/tmp/ferry-gpu-logs}  # many logs; $OUT gets them as one archive
+mkdir -p "$OUT" "$LOGS"
 build=${FERRY_BUILD_DIR:-build-gpu}
 models=${FERRY_MODELS:-/tmp/ferry-models}
 stages=("$@")
@@ -19,15 +20,18 @@ stages=("$@")
 declare -a table
 export PYTHONUNBUFFERED=1
 
-# step NAME SECONDS CMD...: CMD's output in $OUT/NAME.log; records rc, seconds, last line.
+# step NAME SECONDS CMD...: output in $LOGS/NAME.log; records rc, seconds, last line.
 step() {
   local name=$1 limit=$2; shift 2
   local t0 rc dt
   t0=$(date +%s.%N)
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
   rc=$?
   dt=$(python3 -c "print(f'{$(date +%s.%N)-$t0:.1f}')")
-  table+=("$(printf '%-26s rc=%-3s %6ss  %s' "$name" "$rc" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-100)")")
+  table+=("$(printf '%-26s rc=%-3s %6ss  %s' "$name" "$rc" "$dt" "$(tail -n 1 "$LOGS/$name.log" | cut -c1-100)")")
+  # Kept current after every step, so a call cut short still brings back what ran.
+  printf '%s\n' "${table[@]}" >"$OUT/summary.txt"
+  tar czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")" 2>/dev/null
   return $rc
 }
 synth() {  # synth PRESET: once per machine
@@ -35,7 +39,7 @@ synth() {  # synth PRESET: once per machine
 }
 
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv \
-  >"$OUT/gpu.txt" 2>&1
+  >"$LOGS/gpu.txt" 2>&1
 mkdir -p "$models"
 
 stage_build() {
@@ -53,7 +57,7 @@ stage_tiny() {  # the same tokens and hashes on the CPU and CUDA backends
     for be in cpu cuda; do
       step "run_${preset}_$be" 120 "$build/ferry" run --model "$models/$preset" --backend "$be" --json
     done
-    step "same_${preset}" 10 python3 - "$OUT/run_${preset}_cpu.log" "$OUT/run_${preset}_cuda.log" <<'PY'
+    step "same_${preset}" 10 python3 - "$LOGS/run_${preset}_cpu.log" "$LOGS/run_${preset}_cuda.log" <<'PY'
 import json, sys
 a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
 keys = ["tokens", "logits_hash", "prefill_logits_hash", "actions_hash"]
@@ -75,12 +79,12 @@ stage_compare_parts() {
   step compare_expert_tiny 300 python3 scripts/compare_expert_transformers.py --build "$build" --floor
 }
 stage_compare_8b() {  # issue 4: full size, CUDA backend
-  synth qwen3-8b >"$OUT/synth_qwen3-8b.log" 2>&1
+  synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
   step compare_qwen3-8b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-8b" --backend cuda --prompt-tokens 1500 --tokens 21
 }
 bench_one() {
-  synth "$1" >"$OUT/synth_$1.log" 2>&1
+  synth "$1" >"$LOGS/synth_$1.log" 2>&1
   step "bench_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 3 --json
 }
 peer_one() {
@@ -97,5 +101,5 @@ for s in "${stages[@]}"; do
 done
 
 echo
-echo "== gpu_check on $(sed -n 2p "$OUT/gpu.txt")"
-printf '%s\n' "${table[@]}" | tee "$OUT/summary.txt"
+echo "== gpu_check on $(sed -n 2p "$LOGS/gpu.txt")"
+printf '%s\n' "${table[@]}"
