@@ -11,6 +11,7 @@
 
 #include "cli/inspect_report.h"
 #include "cli/size_arg.h"
+#include "cli_runner.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/presets.h"
@@ -21,33 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using testing::CliRun;
 
-// Runs the ferry binary with `args`, capturing stdout and stderr.
 CliRun ferry(const std::string& args) {
-  static int counter = 0;
-  const fs::path err_file =
-      fs::temp_directory_path() /
-      ("ferry_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string(FERRY_BINARY) + " " + args + " 2>" + err_file.string();
-  CliRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream e(err_file);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  fs::remove(err_file);
-  return r;
+  return testing::run_ferry(args);
 }
 
 class TempDir {

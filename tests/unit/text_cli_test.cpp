@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
+#include "cli_runner.h"
 #include "exec/resident_weights.h"
 #include "model/inference.h"
 #include "model/presets.h"
@@ -19,22 +20,6 @@
 
 namespace ferry {
 namespace {
-
-struct Output {
-  int status = -1;
-  std::string text;
-};
-
-Output run_command(const std::string& cmd) {
-  Output out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return out;
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.text.append(buf.data(), n);
-  out.status = ::pclose(p);
-  return out;
-}
 
 class RunCli : public ::testing::Test {
  protected:
@@ -48,8 +33,8 @@ class RunCli : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string ferry(const std::string& args) {
-    return std::string(FERRY_BINARY) + " run --model " + dir_ + "/model " + args;
+  testing::CliRun ferry_run(const std::string& args) {
+    return testing::run_ferry("run --model " + dir_ + "/model " + args);
   }
 
   std::string dir_;
@@ -57,12 +42,12 @@ class RunCli : public ::testing::Test {
 };
 
 TEST_F(RunCli, JsonMatchesInProcessRunAndDumpsLogits) {
-  const Output o =
-      run_command(ferry("--backend cpu --json --prompt-tokens 20 --tokens 3 --seed 9 "
-                        "--dump-logits " +
-                        dir_ + "/logits.npy"));
-  ASSERT_EQ(o.status, 0) << o.text;
-  const auto j = nlohmann::json::parse(o.text);
+  const testing::CliRun o = ferry_run(
+      "--backend cpu --json --prompt-tokens 20 --tokens 3 --seed 9 "
+      "--dump-logits " +
+      dir_ + "/logits.npy");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
 
   Workload w;
   w.prompt_tokens = 20;
@@ -100,16 +85,18 @@ TEST_F(RunCli, JsonMatchesInProcessRunAndDumpsLogits) {
 }
 
 TEST_F(RunCli, DryRunAndErrors) {
-  const Output dry = run_command(ferry("--dry-run --tokens 4"));
-  ASSERT_EQ(dry.status, 0) << dry.text;
-  EXPECT_NE(dry.text.find("decode steps 0..2"), std::string::npos) << dry.text;
-  EXPECT_NE(dry.text.find("text.layers.0..3"), std::string::npos) << dry.text;
-  const Output images = run_command(ferry("--images 2"));
-  EXPECT_NE(images.status, 0);
-  EXPECT_NE(images.text.find("ferry run:"), std::string::npos) << images.text;
-  const Output missing = run_command(std::string(FERRY_BINARY) + " run --model " + dir_ + "/none");
-  EXPECT_NE(missing.status, 0);
-  EXPECT_NE(missing.text.find("ferry run:"), std::string::npos) << missing.text;
+  const testing::CliRun dry = ferry_run("--dry-run --tokens 4");
+  ASSERT_EQ(dry.code, 0) << dry.err;
+  EXPECT_NE(dry.out.find("decode steps 0..2"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("text.layers.0..3"), std::string::npos) << dry.out;
+  const testing::CliRun images = ferry_run("--images 2");
+  EXPECT_EQ(images.code, 2);
+  EXPECT_FALSE(images.signaled);
+  EXPECT_NE(images.err.find("ferry run:"), std::string::npos) << images.err;
+  const testing::CliRun missing = testing::run_ferry("run --model " + dir_ + "/none");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_FALSE(missing.signaled);
+  EXPECT_NE(missing.err.find("ferry run:"), std::string::npos) << missing.err;
 }
 
 }  // namespace
