@@ -17,13 +17,15 @@ Runs on the GPU machine only (torch, transformers); never in CI.
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import hf_models  # noqa: E402  (scripts/hf_models.py: shared with the comparison scripts)
 
 
 DEVICE = "cuda"
@@ -108,45 +110,6 @@ def vl_inputs(cfg_vl, args, device):
     return (torch.tensor([ids], device=device), pixels.to(device), grid.to(device))
 
 
-def vl_model_from_config(vl_cfg_dict, state_dict_source, prefix):
-    """A Qwen3VLForConditionalGeneration built from a config dict, weights from safetensors
-    shards under `prefix` (stripped)."""
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
-
-    config = Qwen3VLConfig(**vl_cfg_dict)
-    model = build_on_device(Qwen3VLForConditionalGeneration, config)
-    state = {k[len(prefix):]: v for k, v in state_dict_source.items() if k.startswith(prefix)}
-    model.load_state_dict(state, strict=True)
-    return model.eval()
-
-
-def build_on_device(cls, config):
-    """The module made directly on the device in bf16 (its random init is overwritten by the
-    checkpoint right after)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(DEVICE):
-            return cls(config)
-    finally:
-        torch.set_default_dtype(previous)
-
-
-def load_all_tensors(model_dir):
-    from safetensors.torch import load_file
-
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        shards = ["model.safetensors"]
-    tensors = {}
-    for shard in shards:
-        tensors.update(load_file(os.path.join(model_dir, shard)))
-    return tensors
-
-
 def generate_vl(model, args):
     ids, pixels, grid = vl_inputs(model.config, args, DEVICE)
     mm_types = (ids == model.config.image_token_id).to(torch.int32)
@@ -174,57 +137,12 @@ def bench_vl(model_dir, args, cfg):
     return time_runs(run, args.runs)
 
 
-class ActionInProj(torch.nn.Module):
-    """Alpamayo-R1's action_in_proj (spec §6.2): Fourier features of (accel, curvature, t) →
-    Linear-SiLU-RMSNorm-Linear-SiLU-RMSNorm-Linear → LayerNorm. Our own module for timing; the
-    parameter names follow the checkpoint."""
-
-    def __init__(self, hidden, out, max_freq, n_feats):
-        super().__init__()
-        self.register_buffer("freqs", torch.logspace(0, math.log10(max_freq), n_feats // 2))
-        inp = 3 * n_feats
-        self.encoder = torch.nn.Module()
-        self.encoder.trunk = torch.nn.Sequential(
-            torch.nn.Linear(inp, hidden), torch.nn.SiLU(), torch.nn.RMSNorm(hidden, eps=1e-5),
-            torch.nn.Linear(hidden, hidden), torch.nn.SiLU(), torch.nn.RMSNorm(hidden, eps=1e-5),
-            torch.nn.Linear(hidden, out))
-        self.norm = torch.nn.LayerNorm(out, eps=1e-5)
-
-    def fourier(self, u):
-        a = (u.unsqueeze(-1) * self.freqs.float()) * 2 * math.pi
-        return math.sqrt(2) * torch.cat([a.sin(), a.cos()], dim=-1)
-
-    def forward(self, x, t):
-        f = torch.cat([self.fourier(x[..., 0]), self.fourier(x[..., 1]),
-                       self.fourier(t.reshape(-1, 1).expand(x.shape[:-1]))], dim=-1)
-        return self.norm(self.encoder.trunk(f))
-
-
 def bench_alpamayo(model_dir, args, cfg):
-    from transformers import Qwen3VLTextConfig
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
-
-    tensors = load_all_tensors(model_dir)
-    vlm = vl_model_from_config(cfg["vlm_config"], tensors, "vlm.")
-    text_cfg = dict(cfg["vlm_config"]["text_config"])
-    text_cfg.update({k: v for k, v in cfg["expert_cfg"].items() if k != "dtype"})
-    expert_config = Qwen3VLTextConfig(**text_cfg)
-    expert = build_on_device(Qwen3VLTextModel, expert_config)
-    del expert.embed_tokens
-    expert.load_state_dict({k[len("expert."):]: v for k, v in tensors.items()
-                            if k.startswith("expert.")}, strict=True)
-    expert = expert.eval()
-    aip = cfg["action_in_proj_cfg"]
-    action_in = ActionInProj(aip["hidden_size"], expert_config.hidden_size, aip["max_freq"],
-                             aip["num_fourier_feats"])
-    result = action_in.load_state_dict({k[len("action_in_proj."):]: v for k, v in tensors.items()
-                                        if k.startswith("action_in_proj.")}, strict=False)
-    if result.unexpected_keys or set(result.missing_keys) - {"freqs"}:
-        raise SystemExit(f"action_in_proj weights do not match: {result}")
+    tensors = hf_models.load_all_tensors(model_dir)
+    vlm = hf_models.alpamayo_vlm(cfg, tensors, DEVICE)
+    expert = hf_models.alpamayo_expert(cfg, tensors, DEVICE)
+    action_in, action_out = hf_models.alpamayo_action_modules(cfg, tensors)
     action_in = action_in.to(torch.bfloat16).to(DEVICE).eval()
-    action_out = torch.nn.Linear(expert_config.hidden_size, 2)
-    action_out.load_state_dict({"weight": tensors["action_out_proj.weight"],
-                                "bias": tensors["action_out_proj.bias"]})
     action_out = action_out.to(torch.bfloat16).to(DEVICE).eval()
     del tensors
     n_way = cfg.get("action_space_cfg", {}).get("n_waypoints", 64)

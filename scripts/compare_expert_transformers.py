@@ -15,7 +15,6 @@ PyTorch run each are from it. Exit status 1 when the final actions differ by mor
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -30,61 +29,13 @@ def rms_ratio(got, ref):
 
 def build_torch_side(ckpt, device):
     import torch
-    from safetensors.torch import load_file
-    from transformers import Qwen3VLTextConfig
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
+
+    import hf_models
 
     cfg = json.load(open(os.path.join(ckpt, "config.json")))
-    tensors = load_file(os.path.join(ckpt, "model.safetensors"))
-    text_cfg = dict(cfg["vlm_config"]["text_config"])
-    text_cfg.update({k: v for k, v in cfg["expert_cfg"].items() if k != "dtype"})
-    expert = Qwen3VLTextModel(Qwen3VLTextConfig(**text_cfg))
-    del expert.embed_tokens
-    expert.load_state_dict({k[len("expert."):]: v for k, v in tensors.items()
-                            if k.startswith("expert.")}, strict=True)
-    aip = cfg["action_in_proj_cfg"]
-    hidden = expert.config.hidden_size
-
-    class RMSNorm(torch.nn.Module):  # spec §1: normalize in fp32, cast back, then × weight
-        def __init__(self, n):
-            super().__init__()
-            self.weight = torch.nn.Parameter(torch.ones(n))
-
-        def forward(self, x):
-            u = x.float()
-            n = u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + 1e-5)
-            return self.weight * n.to(x.dtype)
-
-    class ActionInProj(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            n, mid = aip["num_fourier_feats"], aip["hidden_size"]
-            f = torch.logspace(0, math.log10(aip["max_freq"]), n // 2, dtype=torch.float64)
-            self.register_buffer("freqs", f.float().to(torch.bfloat16).float())
-            self.encoder = torch.nn.Module()
-            self.encoder.trunk = torch.nn.Sequential(
-                torch.nn.Linear(3 * n, mid), torch.nn.SiLU(), RMSNorm(mid),
-                torch.nn.Linear(mid, mid), torch.nn.SiLU(), RMSNorm(mid),
-                torch.nn.Linear(mid, hidden))
-            self.norm = torch.nn.LayerNorm(hidden, eps=1e-5)
-
-        def fourier(self, u):
-            a = u.unsqueeze(-1) * self.freqs * 2 * math.pi
-            return torch.cat([a.sin(), a.cos()], dim=-1) * math.sqrt(2)
-
-        def forward(self, x, t):
-            f = torch.cat([self.fourier(x[..., 0]), self.fourier(x[..., 1]),
-                           self.fourier(t.reshape(-1, 1).expand(x.shape[:-1]))], dim=-1)
-            return self.norm(self.encoder.trunk(f))
-
-    action_in = ActionInProj()
-    res = action_in.load_state_dict({k[len("action_in_proj."):]: v for k, v in tensors.items()
-                                     if k.startswith("action_in_proj.")}, strict=False)
-    if res.unexpected_keys or set(res.missing_keys) - {"freqs"}:
-        raise SystemExit(f"action_in_proj weights do not match: {res}")
-    action_out = torch.nn.Linear(hidden, 2)
-    action_out.load_state_dict({"weight": tensors["action_out_proj.weight"],
-                                "bias": tensors["action_out_proj.bias"]})
+    tensors = hf_models.load_all_tensors(ckpt)
+    expert = hf_models.alpamayo_expert(cfg, tensors, device)
+    action_in, action_out = hf_models.alpamayo_action_modules(cfg, tensors)
     mods = [m.to(torch.bfloat16).to(device).eval() for m in (expert, action_in, action_out)]
     return mods, cfg
 

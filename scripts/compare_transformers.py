@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Compare ferry's logits with transformers' on the same checkpoint and the same inputs.
 
-Runs `ferry run --json --dump-logits --dump-inputs` on a Qwen3 (Qwen3ForCausalLM) or Qwen3-VL
-(Qwen3VLForConditionalGeneration) checkpoint folder, e.g. one written by `ferry synth --preset
+Runs `ferry run --json --dump-logits --dump-inputs` on a Qwen3 (Qwen3ForCausalLM), Qwen3-VL
+(Qwen3VLForConditionalGeneration) or Alpamayo-R1 (its Qwen3-VL, built by scripts/hf_models.py)
+checkpoint folder, e.g. one written by `ferry synth --preset
 qwen3-tiny` / `qwen3-vl-tiny`, or the real Qwen3-8B. Then feeds transformers the same token ids
 (and, for Qwen3-VL, the same pixel values and image grids) in one teacher-forced forward over the
 prompt plus the tokens ferry generated, and compares, row by row, the logits that predict each
@@ -54,14 +55,21 @@ def load_model(model_dir, device):
     import transformers
 
     with open(os.path.join(model_dir, "config.json")) as f:
-        model_type = json.load(f).get("model_type")
+        cfg = json.load(f)
+    model_type = cfg.get("model_type")
+    if model_type == "alpamayo_r1":  # its VLM is a Qwen3-VL: compare the language model's logits
+        import hf_models
+
+        vlm = hf_models.alpamayo_vlm(cfg, hf_models.load_all_tensors(model_dir), device)
+        return vlm, "qwen3_vl"
     kwargs = dict(dtype=torch.bfloat16, attn_implementation="sdpa")
     if model_type == "qwen3_vl":
         cls = transformers.Qwen3VLForConditionalGeneration
     elif model_type in ("qwen3", "llama"):
         cls = transformers.AutoModelForCausalLM
     else:
-        sys.exit(f"compare_transformers: model_type {model_type!r} is not Qwen3 or Qwen3-VL")
+        sys.exit(f"compare_transformers: model_type {model_type!r} is not Qwen3, Qwen3-VL or "
+                 "Alpamayo-R1")
     try:
         model = cls.from_pretrained(model_dir, **kwargs)
     except TypeError:  # transformers 4.x spells it torch_dtype

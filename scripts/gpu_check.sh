@@ -15,8 +15,8 @@ mkdir -p "$OUT" "$LOGS"
 build=${FERRY_BUILD_DIR:-build-gpu}
 models=${FERRY_MODELS:-/tmp/ferry-models}
 stages=("$@")
-((${#stages[@]})) || stages=(build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b
-  peer_8b compare_parts unit)
+((${#stages[@]})) || stages=(build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b
+  compare_ar1 bench_8b peer_8b compare_parts unit)
 declare -a table
 export PYTHONUNBUFFERED=1
 
@@ -82,6 +82,12 @@ stage_compare_8b() {  # issue 4: full size, CUDA backend
   synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
   step compare_qwen3-8b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-8b" --backend cuda --prompt-tokens 1500 --tokens 21
+}
+stage_compare_ar1() {  # issue 4: Alpamayo-R1-10B's language model, full size, reference workload
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step compare_alpamayo-r1-10b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
+    --model "$models/alpamayo-r1-10b" --backend cuda --images 16 --image-size 320x576 \
+    --prompt-tokens 3007 --tokens 21
 }
 bench_one() {
   synth "$1" >"$LOGS/synth_$1.log" 2>&1
