@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the safetensors parsers: builds the libFuzzer targets (clang, ASan + UBSan)
-# in build-fuzz/ and runs each for SECONDS/2 seeded with tests/corpus/. Fails on any crash.
+# Bounded fuzzing of the parsers of hostile input: builds the libFuzzer targets (clang, ASan +
+# UBSan) in build-fuzz/ and runs each for SECONDS/3: the safetensors header and index parsers
+# seeded with tests/corpus/, the config.json parser seeded with tests/fixtures/. Fails on any
+# crash.
 #   scripts/fuzz.sh [SECONDS]    (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-per_target=$((seconds / 2))
+per_target=$((seconds / 3))
 [ "$per_target" -ge 1 ] || per_target=1
 build=${FERRY_FUZZ_BUILD_DIR:-build-fuzz}
-targets=(safetensors_header_fuzz safetensors_index_fuzz)
+targets=(safetensors_header_fuzz safetensors_index_fuzz config_json_fuzz)
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFERRY_FUZZ=ON -DFERRY_CUDA=OFF -DFERRY_PYTHON=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
+declare -A seeds=([safetensors_header_fuzz]=tests/corpus [safetensors_index_fuzz]=tests/corpus
+                  [config_json_fuzz]=tests/fixtures)
 for t in "${targets[@]}"; do
   # New inputs go to the first folder (outside the source tree); tests/corpus only seeds.
   work="$build/fuzz-work/$t"

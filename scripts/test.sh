@@ -12,5 +12,5 @@ echo "== Python tests"
 FERRY_BUILD_DIR="$build" python3 -m pytest -q tests/python
 if [ -x scripts/fuzz.sh ]; then
   echo "== fuzz (bounded)"
-  scripts/fuzz.sh "${FERRY_FUZZ_SECONDS:-60}"
+  scripts/fuzz.sh "${FERRY_FUZZ_SECONDS:-90}"
 fi

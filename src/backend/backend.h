@@ -35,7 +35,8 @@ class Event {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  DeviceBuffer(Backend* owner, void* data, size_t bytes)
+      : owner_(owner), data_(data), bytes_(bytes) {}
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -53,8 +54,8 @@ class DeviceBuffer {
 };
 
 struct DeviceInfo {
-  std::string name;          // "cpu (2 threads)", "NVIDIA H200"
-  size_t total_bytes = 0;    // device memory the backend can see
+  std::string name;        // "cpu (2 threads)", "NVIDIA H200"
+  size_t total_bytes = 0;  // device memory the backend can see
 };
 
 class Backend {

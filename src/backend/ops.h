@@ -29,8 +29,8 @@ enum class Activation : uint8_t { none, silu, gelu_tanh, gelu_erf };
 // y: [M, N] bf16|f32.
 // Numerics: acc = Σ_k x·w in fp32 (+ bias in fp32). y bf16: t = bf16(acc), y = bf16(act(t)) (act
 // in fp32 on the rounded value, as PyTorch runs a bf16 Linear then a bf16 activation).
-// y f32: y = act(acc). silu(u) = u / (1 + e^-u); gelu_tanh(u) = ½u(1 + tanh(√(2/π)(u + 0.044715u³)));
-// gelu_erf(u) = ½u(1 + erf(u/√2)).
+// y f32: y = act(acc). silu(u) = u / (1 + e^-u); gelu_tanh(u) = ½u(1 + tanh(√(2/π)(u +
+// 0.044715u³))); gelu_erf(u) = ½u(1 + erf(u/√2)).
 struct Linear {
   TensorView x, w, bias, y;
   Activation act = Activation::none;
@@ -165,8 +165,8 @@ struct Argmax {
   TensorView x, out;
 };
 
-using Op = std::variant<Linear, RmsNorm, LayerNorm, Rope, RopeTable, Attention, SwiGlu, Add, AddRows,
-                        GatherRows, ScatterRows, Cast, Copy, PosEmbedInterp, Argmax>;
+using Op = std::variant<Linear, RmsNorm, LayerNorm, Rope, RopeTable, Attention, SwiGlu, Add,
+                        AddRows, GatherRows, ScatterRows, Cast, Copy, PosEmbedInterp, Argmax>;
 
 // The op's short name ("linear", "rms_norm", ...), for logs and errors.
 std::string_view op_name(const Op& op);

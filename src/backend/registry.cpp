@@ -10,7 +10,9 @@ namespace {
 std::mutex g_mutex;
 std::array<BackendFactory, 2> g_factories{};
 
-size_t index(BackendKind kind) { return kind == BackendKind::cpu ? 0 : 1; }
+size_t index(BackendKind kind) {
+  return kind == BackendKind::cpu ? 0 : 1;
+}
 }  // namespace
 
 std::string_view backend_kind_name(BackendKind kind) {

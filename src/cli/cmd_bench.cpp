@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "exec/machine_limits.h"
 #include "exec/resident_weights.h"
@@ -38,18 +39,7 @@ struct BenchArgs {
   bool json = false;
 };
 
-[[noreturn]] void fail(const std::string& message) {
-  std::cerr << "ferry bench: " << message << '\n';
-  throw CLI::RuntimeError(2);
-}
-template <class T>
-T check(Result<T> r) {
-  if (!r.ok()) fail(r.error().to_string());
-  return std::move(r).value();
-}
-void check(const Status& s) {
-  if (!s.ok()) fail(s.error().to_string());
-}
+const Reporter report{"bench"};
 
 // The reference workload (Alpamayo-R1: 16 images of 320x576 from 4 cameras x 4 frames, a
 // ~3000-token prompt, 21 tokens, 10 flow steps; Qwen3: 1500-token prompt, 21 tokens), scaled
@@ -94,26 +84,20 @@ struct StageStats {
 };
 
 void bench(const BenchArgs& a) {
-  if (a.runs < 1 || a.warmup < 0) fail("--runs must be >= 1 and --warmup >= 0");
-  const ModelConfig config = check(load_config(a.model));
-  const ModelWeights weights = check(describe_weights(config));
+  if (a.runs < 1 || a.warmup < 0) report.fail("--runs must be >= 1 and --warmup >= 0");
+  const OpenModel m = report.check(open_model(a.model));
+  const ModelConfig& config = m.config;
+  const ModelWeights& weights = m.weights;
   const Workload w = bench_workload(a, config);
-  check(validate_workload(w, config));
-  const std::vector<Call> calls = check(call_sequence(weights, config, w));
-  const Checkpoint ckpt = check(Checkpoint::open(a.model));
-  check(bind_checkpoint(weights, ckpt));
-  BackendKind kind = default_backend_kind();
-  if (!a.backend.empty()) {
-    auto k = parse_backend_kind(a.backend);
-    if (!k) fail("--backend: expected cpu or cuda, got " + a.backend);
-    kind = *k;
-  }
-  std::unique_ptr<Backend> backend = check(create_backend(kind));
+  report.check(validate_workload(w, config));
+  const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
+  std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
   auto stream = backend->create_stream();
   if (!a.json) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
-  const MachineLimits limits = check(measure_machine_limits(*backend, *stream));
+  const MachineLimits limits = report.check(measure_machine_limits(*backend, *stream));
   if (!a.json) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
-  ResidentWeights resident = check(ResidentWeights::load(*backend, *stream, weights, ckpt));
+  ResidentWeights resident =
+      report.check(ResidentWeights::load(*backend, *stream, weights, m.checkpoint));
 
   std::vector<InferenceResult> results;
   for (int i = 0; i < a.warmup + a.runs; ++i) {
@@ -121,14 +105,14 @@ void bench(const BenchArgs& a) {
       std::fprintf(stderr, "bench: %s %d/%d\n", i < a.warmup ? "warm-up" : "run",
                    i < a.warmup ? i + 1 : i - a.warmup + 1, i < a.warmup ? a.warmup : a.runs);
     }
-    InferenceResult r = check(run_inference(*backend, config, weights, resident, w, {}));
+    InferenceResult r = report.check(run_inference(*backend, config, weights, resident, w, {}));
     if (i >= a.warmup) results.push_back(std::move(r));
   }
   const InferenceResult& first = results.front();
   for (const auto& r : results) {
     if (r.tokens != first.tokens || r.logits_hash != first.logits_hash ||
         r.actions_hash != first.actions_hash) {
-      fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
+      report.fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
     }
   }
 

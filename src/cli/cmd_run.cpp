@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
 #include "exec/resident_weights.h"
@@ -42,19 +43,7 @@ struct RunArgs {
   std::string dump_inputs;
 };
 
-[[noreturn]] void fail(const std::string& message) {
-  std::cerr << "ferry run: " << message << '\n';
-  throw CLI::RuntimeError(2);
-}
-
-template <class T>
-T check(Result<T> r) {
-  if (!r.ok()) fail(r.error().to_string());
-  return std::move(r).value();
-}
-void check(const Status& s) {
-  if (!s.ok()) fail(s.error().to_string());
-}
+const Reporter report{"run"};
 
 std::string hex64(uint64_t v) {
   char buf[19];
@@ -73,14 +62,15 @@ Workload make_workload(const RunArgs& a, const ModelConfig& config) {
     w.image_width = tiny ? 192 : 576;
   }
   if (!a.image_size.empty() && vlm == nullptr) {
-    fail(std::string("--image-size: ") + architecture_name(config.arch) + " takes no images");
+    report.fail(std::string("--image-size: ") + architecture_name(config.arch) +
+                " takes no images");
   }
   if (!a.image_size.empty()) {
     long long h = 0, wd = 0;
     char x = 0;
     std::istringstream in(a.image_size);
     if (!(in >> h >> x >> wd) || (x != 'x' && x != 'X') || !in.eof()) {
-      fail("--image-size: expected HxW, e.g. 320x576, got " + a.image_size);
+      report.fail("--image-size: expected HxW, e.g. 320x576, got " + a.image_size);
     }
     w.image_height = h;
     w.image_width = wd;
@@ -108,28 +98,28 @@ std::string join(const std::vector<int32_t>& v) {
 void dump_inputs(const std::string& dir, const InferenceResult& r) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) fail("cannot create " + dir + ": " + ec.message());
+  if (ec) report.fail("cannot create " + dir + ": " + ec.message());
   const auto s = static_cast<int64_t>(r.prompt.size());
   std::vector<int64_t> ids(r.prompt.begin(), r.prompt.end());
-  check(write_npy(dir + "/input_ids.npy", std::span<const int64_t>(ids), {1, s}));
+  report.check(write_npy(dir + "/input_ids.npy", std::span<const int64_t>(ids), {1, s}));
   // position_ids as transformers takes them: [3, 1, S] (t, h, w rows).
   std::vector<int64_t> pos(static_cast<size_t>(3 * s));
   for (int64_t i = 0; i < s; ++i) {
     for (int64_t c = 0; c < 3; ++c)
       pos[static_cast<size_t>(c * s + i)] = r.positions[static_cast<size_t>(i * 3 + c)];
   }
-  check(write_npy(dir + "/position_ids.npy", std::span<const int64_t>(pos), {3, 1, s}));
+  report.check(write_npy(dir + "/position_ids.npy", std::span<const int64_t>(pos), {3, 1, s}));
   std::vector<int64_t> gen(r.tokens.begin(), r.tokens.end());
-  check(write_npy(dir + "/generated_ids.npy", std::span<const int64_t>(gen),
-                  {static_cast<int64_t>(gen.size())}));
+  report.check(write_npy(dir + "/generated_ids.npy", std::span<const int64_t>(gen),
+                         {static_cast<int64_t>(gen.size())}));
   if (!r.image_grids.empty()) {
     std::vector<int64_t> grids;
     for (const auto& g : r.image_grids) grids.insert(grids.end(), g.begin(), g.end());
-    check(write_npy(dir + "/image_grid_thw.npy", std::span<const int64_t>(grids),
-                    {static_cast<int64_t>(r.image_grids.size()), 3}));
+    report.check(write_npy(dir + "/image_grid_thw.npy", std::span<const int64_t>(grids),
+                           {static_cast<int64_t>(r.image_grids.size()), 3}));
     const int64_t cols = r.patch_values;
     const auto rows = static_cast<int64_t>(r.pixel_values.size()) / cols;
-    check(
+    report.check(
         write_npy(dir + "/pixel_values.npy", std::span<const float>(r.pixel_values), {rows, cols}));
   }
 }
@@ -138,15 +128,16 @@ void dump_logits(const std::string& path, const InferenceResult& r) {
   const size_t vocab = r.prefill_logits.size();
   std::vector<float> all(r.prefill_logits);
   for (const auto& l : r.step_logits) all.insert(all.end(), l.begin(), l.end());
-  check(write_npy(path, std::span<const float>(all),
-                  {static_cast<int64_t>(1 + r.step_logits.size()), static_cast<int64_t>(vocab)}));
+  report.check(
+      write_npy(path, std::span<const float>(all),
+                {static_cast<int64_t>(1 + r.step_logits.size()), static_cast<int64_t>(vocab)}));
 }
 
 void run(const RunArgs& a) {
-  const ModelConfig config = check(load_config(a.model));
-  const ModelWeights weights = check(describe_weights(config));
+  const ModelConfig config = report.check(load_config(a.model));
+  const ModelWeights weights = report.check(describe_weights(config));
   const Workload w = make_workload(a, config);
-  const std::vector<Call> calls = check(call_sequence(weights, config, w));
+  const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
   if (a.dry_run) {
     std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
               << weights.groups.size() << " groups, " << weights.total_bytes() << " bytes\n"
@@ -156,21 +147,16 @@ void run(const RunArgs& a) {
               << format_call_sequence(calls, weights);
     return;
   }
-  const Checkpoint ckpt = check(Checkpoint::open(a.model));
-  check(bind_checkpoint(weights, ckpt));
-  BackendKind kind = default_backend_kind();
-  if (!a.backend.empty()) {
-    auto k = parse_backend_kind(a.backend);
-    if (!k) fail("--backend: expected cpu or cuda, got " + a.backend);
-    kind = *k;
-  }
-  std::unique_ptr<Backend> backend = check(create_backend(kind));
+  const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
+  report.check(bind_checkpoint(weights, ckpt));
+  std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
   auto stream = backend->create_stream();
-  ResidentWeights resident = check(ResidentWeights::load(*backend, *stream, weights, ckpt));
+  ResidentWeights resident = report.check(ResidentWeights::load(*backend, *stream, weights, ckpt));
   InferenceOptions opts;
   opts.keep_all_logits = !a.dump_logits.empty();
   opts.keep_inputs = !a.dump_inputs.empty();
-  const InferenceResult r = check(run_inference(*backend, config, weights, resident, w, opts));
+  const InferenceResult r =
+      report.check(run_inference(*backend, config, weights, resident, w, opts));
   if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
   if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
 

@@ -30,6 +30,8 @@ FERRY_HD uint16_t f32_to_bf16(float f) {
 }
 
 // Rounds a float to the nearest bf16 value, kept as a float.
-FERRY_HD float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+FERRY_HD float round_bf16(float f) {
+  return bf16_to_f32(f32_to_bf16(f));
+}
 
 }  // namespace ferry

@@ -9,7 +9,21 @@
 namespace ferry {
 
 enum class DType : uint8_t {
-  bool_, u8, i8, u16, i16, f16, bf16, u32, i32, f32, u64, i64, f64, f8_e4m3, f8_e5m2,
+  bool_,
+  u8,
+  i8,
+  u16,
+  i16,
+  f16,
+  bf16,
+  u32,
+  i32,
+  f32,
+  u64,
+  i64,
+  f64,
+  f8_e4m3,
+  f8_e5m2,
 };
 
 // Bytes per element.

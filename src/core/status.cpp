@@ -4,18 +4,27 @@ namespace ferry {
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::invalid_argument: return "invalid argument";
-    case ErrorCode::io: return "io";
-    case ErrorCode::format: return "format";
-    case ErrorCode::unsupported: return "unsupported";
-    case ErrorCode::out_of_memory: return "out of memory";
-    case ErrorCode::backend: return "backend";
-    case ErrorCode::internal: return "internal";
+    case ErrorCode::invalid_argument:
+      return "invalid argument";
+    case ErrorCode::io:
+      return "io";
+    case ErrorCode::format:
+      return "format";
+    case ErrorCode::unsupported:
+      return "unsupported";
+    case ErrorCode::out_of_memory:
+      return "out of memory";
+    case ErrorCode::backend:
+      return "backend";
+    case ErrorCode::internal:
+      return "internal";
   }
   return "unknown";
 }
 
-std::string Error::to_string() const { return std::string(error_code_name(code)) + ": " + message; }
+std::string Error::to_string() const {
+  return std::string(error_code_name(code)) + ": " + message;
+}
 
 void check_failed(const char* file, int line, const char* cond, const std::string& msg) {
   std::fprintf(stderr, "ferry: internal check failed at %s:%d: %s (%s)\n", file, line, cond,

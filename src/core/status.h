@@ -75,16 +75,17 @@ inline Error make_error(ErrorCode code, std::string message) {
   return Error{code, std::move(message)};
 }
 
-[[noreturn]] void check_failed(const char* file, int line, const char* cond, const std::string& msg);
+[[noreturn]] void check_failed(const char* file, int line, const char* cond,
+                               const std::string& msg);
 
 }  // namespace ferry
 
 // Propagate an error from a Status- or Result-returning expression.
 #define FERRY_CONCAT_INNER(a, b) a##b
 #define FERRY_CONCAT(a, b) FERRY_CONCAT_INNER(a, b)
-#define FERRY_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    auto&& ferry_status_ = (expr);                  \
+#define FERRY_RETURN_IF_ERROR(expr)                        \
+  do {                                                     \
+    auto&& ferry_status_ = (expr);                         \
     if (!ferry_status_.ok()) return ferry_status_.error(); \
   } while (0)
 // FERRY_ASSIGN_OR_RETURN(auto x, make_x()); declares x from a Result or returns its error.
@@ -96,7 +97,7 @@ inline Error make_error(ErrorCode code, std::string message) {
   decl = std::move(tmp).value()
 
 // Invariants of ferry's own code (never user input); stays on in release builds.
-#define FERRY_CHECK(cond, msg)                                          \
-  do {                                                                  \
+#define FERRY_CHECK(cond, msg)                                            \
+  do {                                                                    \
     if (!(cond)) ::ferry::check_failed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)

@@ -11,8 +11,7 @@ TensorView TensorView::slice_rows(int64_t first, int64_t count) const {
               "slice_rows out of range: " + std::to_string(first) + "+" + std::to_string(count) +
                   " of " + std::to_string(rows));
   TensorView v = *this;
-  v.data = static_cast<char*>(data) +
-           static_cast<size_t>(first * stride()) * dtype_size(dtype);
+  v.data = static_cast<char*>(data) + static_cast<size_t>(first * stride()) * dtype_size(dtype);
   v.rows = count;
   v.row_stride = stride();
   return v;

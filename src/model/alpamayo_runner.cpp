@@ -199,14 +199,7 @@ Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig&
                          execute(backend, *stream, weights, calls, provider, handler));
 
   InferenceResult r;
-  r.prompt = text.prompt();
-  r.positions = text.positions().pos;
-  r.rope_delta = text.positions().rope_delta;
-  r.tokens = text.tokens();
-  r.prefill_logits = text.prefill_logits();
-  r.step_logits = std::move(text.step_logits());
-  r.logits_hash = text.last_logits_hash();
-  r.prefill_logits_hash = text.prefill_logits_hash();
+  take_text_results(text, r);
   r.times = times;
   if (options.keep_inputs && vision) {
     r.pixel_values = std::move(pixels);

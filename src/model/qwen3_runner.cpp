@@ -43,14 +43,7 @@ Result<InferenceResult> run_qwen3(Backend& backend, const ModelConfig& config,
   FERRY_ASSIGN_OR_RETURN(PhaseTimes times,
                          execute(backend, *stream, weights, calls, provider, handler));
   InferenceResult r;
-  r.prompt = gen.prompt();
-  r.positions = gen.positions().pos;
-  r.rope_delta = gen.positions().rope_delta;
-  r.tokens = gen.tokens();
-  r.prefill_logits = gen.prefill_logits();
-  r.step_logits = std::move(gen.step_logits());
-  r.logits_hash = gen.last_logits_hash();
-  r.prefill_logits_hash = gen.prefill_logits_hash();
+  take_text_results(gen, r);
   r.times = times;
   return r;
 }

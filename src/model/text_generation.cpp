@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "model/inference.h"
+
 namespace ferry {
 
 Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend& backend,
@@ -78,6 +80,17 @@ Status TextGeneration::run_call(Stream& stream, const Call& call, const WeightGr
       return make_error(ErrorCode::internal,
                         "generation: group " + group.name + " is not a text group");
   }
+}
+
+void take_text_results(TextGeneration& gen, InferenceResult& r) {
+  r.prompt = gen.prompt();
+  r.positions = gen.positions().pos;
+  r.rope_delta = gen.positions().rope_delta;
+  r.tokens = gen.tokens();
+  r.prefill_logits = gen.prefill_logits();
+  r.step_logits = std::move(gen.step_logits());
+  r.logits_hash = gen.last_logits_hash();
+  r.prefill_logits_hash = gen.prefill_logits_hash();
 }
 
 }  // namespace ferry

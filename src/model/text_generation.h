@@ -75,4 +75,8 @@ class TextGeneration {
   uint64_t prefill_hash_ = 0;
 };
 
+struct InferenceResult;
+// Moves what generation produced (prompt, positions, tokens, logits and their hashes) into `r`.
+void take_text_results(TextGeneration& gen, InferenceResult& r);
+
 }  // namespace ferry

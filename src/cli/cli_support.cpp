@@ -1,0 +1,34 @@
+#include "cli/cli_support.h"
+
+#include <iostream>
+
+#include "format/config_json.h"
+
+namespace ferry::cli {
+
+void Reporter::fail(const std::string& message) const {
+  std::cerr << "ferry " << command_ << ": " << message << '\n';
+  throw CLI::RuntimeError(2);
+}
+
+Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag) {
+  BackendKind kind = default_backend_kind();
+  if (!flag.empty()) {
+    auto k = parse_backend_kind(flag);
+    if (!k)
+      return make_error(ErrorCode::invalid_argument,
+                        "--backend: expected cpu or cuda, got " + flag);
+    kind = *k;
+  }
+  return create_backend(kind);
+}
+
+Result<OpenModel> open_model(const std::string& dir) {
+  FERRY_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
+  FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
+  FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(dir));
+  FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, checkpoint));
+  return OpenModel{std::move(config), std::move(weights), std::move(checkpoint)};
+}
+
+}  // namespace ferry::cli
