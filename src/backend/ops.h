@@ -135,7 +135,8 @@ struct GatherRows {
   TensorView table, ids, out;
 };
 
-// dst[rows[i]] = src[i]: image embeddings into their prompt positions. Same dtype.
+// dst[rows[i]] = src[i]: image embeddings into their prompt positions. Same dtype. rows: [n, 1]
+// i32, distinct, in range (a repeat is an error: the result would depend on execution order).
 struct ScatterRows {
   TensorView src, rows, dst;
 };

@@ -479,6 +479,12 @@ def test_add_rows_rejects_repeated_rows(ops):
         ops.add_rows(dst, np.ones((2, 2), np.float32), np.array([[2], [2]], dtype=np.int32))
 
 
+def test_scatter_rows_rejects_repeated_rows(ops):
+    dst = np.zeros((4, 2), dtype=np.float32)
+    with pytest.raises(RuntimeError, match="scatter_rows: rows: row 1 repeats"):
+        ops.scatter_rows(np.ones((2, 2), np.float32), np.array([[1], [1]], dtype=np.int32), dst)
+
+
 def test_index_out_of_range_is_an_error(ops):
     table = np.zeros((4, 2), dtype=np.float32)
     with pytest.raises(RuntimeError, match="gather_rows: ids: index 4"):

@@ -41,17 +41,25 @@ Status add(const Add& op, ThreadPool* pool) {
   return Status();
 }
 
-Status add_rows(const AddRows& op, ThreadPool* pool) {
-  FERRY_RETURN_IF_ERROR(check_indices("add_rows", "rows", op.rows, op.dst.rows));
-  std::vector<bool> seen(static_cast<size_t>(op.dst.rows), false);
-  for (int64_t i = 0; i < op.rows.rows; ++i) {
-    const int32_t r = index_at(op.rows, i);
+// Row indices that must be distinct (ops.h): a repeat would make the result depend on the order
+// threads run in, so it is an error.
+static Status check_distinct(const char* op, const TensorView& rows, int64_t dst_rows) {
+  std::vector<bool> seen(static_cast<size_t>(dst_rows), false);
+  for (int64_t i = 0; i < rows.rows; ++i) {
+    const int32_t r = index_at(rows, i);
     if (seen[static_cast<size_t>(r)]) {
-      return make_error(ErrorCode::invalid_argument, "add_rows: rows: row " + std::to_string(r) +
+      return make_error(ErrorCode::invalid_argument, std::string(op) + ": rows: row " +
+                                                         std::to_string(r) +
                                                          " repeats (rows must be distinct)");
     }
     seen[static_cast<size_t>(r)] = true;
   }
+  return Status();
+}
+
+Status add_rows(const AddRows& op, ThreadPool* pool) {
+  FERRY_RETURN_IF_ERROR(check_indices("add_rows", "rows", op.rows, op.dst.rows));
+  FERRY_RETURN_IF_ERROR(check_distinct("add_rows", op.rows, op.dst.rows));
   // Rows are distinct (ops.h), so ranges of i touch disjoint dst rows.
   parallel_for(pool, op.src.rows, rows_per_range(op.src.cols), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) add_row(op.dst, index_at(op.rows, i), op.src, i);
@@ -69,6 +77,7 @@ Status gather_rows(const GatherRows& op, ThreadPool* pool) {
 
 Status scatter_rows(const ScatterRows& op, ThreadPool* pool) {
   FERRY_RETURN_IF_ERROR(check_indices("scatter_rows", "rows", op.rows, op.dst.rows));
+  FERRY_RETURN_IF_ERROR(check_distinct("scatter_rows", op.rows, op.dst.rows));
   parallel_for(pool, op.src.rows, rows_per_range(op.src.cols), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) copy_row(op.dst, index_at(op.rows, i), op.src, i);
   });
