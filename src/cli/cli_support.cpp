@@ -26,6 +26,7 @@ Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag) {
 Result<OpenModel> open_model(const std::string& dir) {
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
+  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
   FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(dir));
   FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, checkpoint));
   return OpenModel{std::move(config), std::move(weights), std::move(checkpoint)};

@@ -53,9 +53,8 @@ Workload bench_workload(const BenchArgs& a, const ModelConfig& config) {
     w.num_images = a.images.value_or(full ? 16 : 2);
     w.image_height = a.image_height.value_or(full ? 320 : 128);
     w.image_width = a.image_width.value_or(full ? 576 : 192);
-    const int64_t image_tokens = w.num_images * (w.image_height / 32) * (w.image_width / 32);
-    w.prompt_tokens = a.prompt_tokens.value_or(full ? 3007 : image_tokens + 120);
     (void)vlm;
+    w.prompt_tokens = a.prompt_tokens.value_or(full ? 3007 : image_tokens(w, config) + 120);
   } else {
     w.prompt_tokens = a.prompt_tokens.value_or(full ? 1500 : 64);
   }
@@ -84,7 +83,8 @@ struct StageStats {
 };
 
 void bench(const BenchArgs& a) {
-  if (a.runs < 1 || a.warmup < 0) report.fail("--runs must be >= 1 and --warmup >= 0");
+  if (a.runs < 1 || a.runs > 1000) report.fail("--runs must be in [1, 1000]");
+  if (a.warmup < 0 || a.warmup > 100) report.fail("--warmup must be in [0, 100]");
   const OpenModel m = report.check(open_model(a.model));
   const ModelConfig& config = m.config;
   const ModelWeights& weights = m.weights;
@@ -164,7 +164,7 @@ void bench(const BenchArgs& a) {
                                {"calls", stages[s].calls},       {"runs_s", stages[s].seconds}};
     }
     j["tokens"] = first.tokens;
-    std::cout << j.dump() << '\n';
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
   std::printf("ferry bench: %s (%s) on %s (%s), median of %d runs after %d warm-up\n",

@@ -76,8 +76,7 @@ Workload make_workload(const RunArgs& a, const ModelConfig& config) {
     w.image_width = wd;
   }
   // Default prompt: the image tokens plus ~100 text tokens (64 for a text-only model).
-  const int64_t image_tokens = w.num_images * (w.image_height / 32) * (w.image_width / 32);
-  w.prompt_tokens = a.prompt_tokens.value_or(vlm != nullptr ? image_tokens + 120 : 64);
+  w.prompt_tokens = a.prompt_tokens.value_or(vlm != nullptr ? image_tokens(w, config) + 120 : 64);
   w.gen_tokens = a.tokens;
   if (const AlpamayoConfig* ar = config.alpamayo()) {
     w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
@@ -137,6 +136,7 @@ void run(const RunArgs& a) {
   const ModelConfig config = report.check(load_config(a.model));
   const ModelWeights weights = report.check(describe_weights(config));
   const Workload w = make_workload(a, config);
+  report.check(validate_workload(w, config));
   const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
   if (a.dry_run) {
     std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
@@ -147,6 +147,7 @@ void run(const RunArgs& a) {
               << format_call_sequence(calls, weights);
     return;
   }
+  report.check(check_runnable_dtypes(weights));
   const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
   report.check(bind_checkpoint(weights, ckpt));
   std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
@@ -189,7 +190,7 @@ void run(const RunArgs& a) {
       j["trajectory_xyz"] = r.trajectory_xyz;
       j["trajectory_yaw"] = r.trajectory_yaw;
     }
-    std::cout << j.dump() << '\n';
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
   std::printf("model      %s (%s), backend %s (%s)\n", architecture_name(config.arch),

@@ -1,7 +1,10 @@
 #include "cli/inspect_report.h"
 
+#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -10,10 +13,25 @@
 namespace ferry::cli {
 namespace {
 
+// Elements of a validated tensor: its byte span bounds the product, but a zero dimension
+// anywhere makes it 0 before the others are multiplied (they may overflow on their own).
 int64_t numel(const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return INT64_MAX;
+  }
   return n;
+}
+
+// A group's layer index; nullopt when it does not fit (names are file content).
+std::optional<uint64_t> parse_index(const std::string& s) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
 }
 
 bool all_digits(const std::string& s) {
@@ -91,7 +109,8 @@ std::vector<Row> collapse(const InspectReport& r) {
     std::string stem = index.empty() ? g.name : join(parts, parts.size() - 1);
     if (!rows.empty() && !index.empty() && stem == last_stem && rows.back().params == g.params &&
         rows.back().bytes == g.bytes && rows.back().tensors == g.tensors.size() &&
-        std::stoll(index) == std::stoll(last_index) + 1) {
+        parse_index(index) && parse_index(last_index) &&
+        *parse_index(index) == *parse_index(last_index) + 1) {
       Row& row = rows.back();
       row.count++;
       auto first = row.name.substr(stem.size() + 1);

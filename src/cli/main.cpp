@@ -1,4 +1,7 @@
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <new>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
@@ -20,6 +23,16 @@ int main(int argc, char** argv) {
   ferry::cli::add_inspect_command(app);
   ferry::cli::add_run_command(app);
   ferry::cli::add_bench_command(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "ferry: out of host memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferry: internal error: %s\n", e.what());
+    return 2;
+  }
   return 0;
 }

@@ -22,6 +22,13 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
         return make_error(ErrorCode::format,
                           checkpoint.dir() + ": tensor " + s.checkpoint_name + " is missing");
       }
+      if (e->info->dtype != s.dtype || e->info->shape != s.shape) {
+        return make_error(ErrorCode::format,
+                          checkpoint.dir() + ": tensor " + s.checkpoint_name + " is " +
+                              std::string(dtype_name(e->info->dtype)) +
+                              " of another shape or dtype than the model's table says (" +
+                              std::string(dtype_name(s.dtype)) + "); bind_checkpoint names both");
+      }
       const auto data = checkpoint.data(*e);
       if (data.size() != s.bytes || s.offset + s.bytes > g.bytes) {
         return make_error(ErrorCode::format, checkpoint.dir() + ": tensor " + s.checkpoint_name +

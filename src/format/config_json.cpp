@@ -377,6 +377,10 @@ Result<ModelConfig> load_config(const std::string& path) {
   std::string file = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
+  // Only a regular file: reading a FIFO or a device could block or never end.
+  if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return make_error(ErrorCode::io, file + ": not a regular file");
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) return make_error(ErrorCode::io, file + ": cannot open");
   std::string text;

@@ -145,6 +145,11 @@ Status validate_vlm(const Qwen3VLConfig& c, std::string_view label, const std::s
                      std::to_string(c.text.vocab_size) + ")");
     }
   }
+  if (c.image_token_id == c.vision_start_token_id || c.image_token_id == c.vision_end_token_id ||
+      c.vision_start_token_id == c.vision_end_token_id) {
+    return bad(label, p + "image_token_id",
+               "image, vision-start and vision-end ids must be three different ids");
+  }
   return Status();
 }
 
@@ -190,6 +195,27 @@ Status validate_alpamayo(const AlpamayoConfig& a, std::string_view label) {
   if (a.traj_token_start_idx < 0 || a.traj_vocab_size < 0 ||
       a.traj_token_start_idx + a.traj_vocab_size > t.vocab_size) {
     return bad(label, "traj_vocab_size", "the trajectory ids do not fit the vocabulary");
+  }
+  // Sampling masks [traj_token_start_idx, + traj_vocab_size) at every step (spec §5.1): the
+  // mask must leave tokens to sample, and <|traj_future_start|> must not be one it hides.
+  if (a.traj_vocab_size >= t.vocab_size) {
+    return bad(label, "traj_vocab_size", "masks the whole vocabulary");
+  }
+  if (a.traj_future_start_token_id >= a.traj_token_start_idx &&
+      a.traj_future_start_token_id < a.traj_token_start_idx + a.traj_vocab_size) {
+    return bad(
+        label, "traj_token_ids.future_start",
+        std::to_string(a.traj_future_start_token_id) + " lies inside the masked trajectory ids");
+  }
+  // The history tokenizer is fixed (spec §4.5: 16 points x (x, y, z)).
+  if (a.tokens_per_history_traj != 48) {
+    return bad(label, "tokens_per_history_traj",
+               "ferry's history tokenizer makes 48 tokens, got " +
+                   std::to_string(a.tokens_per_history_traj));
+  }
+  // Waypoints are integrated with this step; too small or large a step makes no trajectory.
+  if (!(a.action_space.dt >= 1e-3 && a.action_space.dt <= 10.0)) {
+    return bad(label, "action_space_cfg.dt", "expected a time step in [0.001, 10] s");
   }
   return Status();
 }

@@ -27,7 +27,8 @@ struct FdCloser {
 }  // namespace
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat below rejects it.
+  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (fd.fd < 0) return io_error(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) return io_error(path, "cannot stat", errno);

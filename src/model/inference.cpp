@@ -8,6 +8,7 @@ namespace ferry {
 Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
                                       const ModelWeights& weights, GroupProvider& provider,
                                       const Workload& workload, const InferenceOptions& options) {
+  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
   switch (config.arch) {
     case Architecture::qwen3:
     case Architecture::llama:

@@ -16,9 +16,24 @@ class PromptBuilder {
   PromptBuilder(uint64_t seed, int64_t vocab) : rng_(seed), vocab_(vocab) {}
 
   void tok(int32_t id) { p_.ids.push_back(id); }
+  // Ids the filler text must never use: a config may place the image / vision ids below
+  // kFirstSpecialId, where a random text id would pass for an image token.
+  void reserve(const Qwen3VLConfig& c) {
+    reserved_ = {c.image_token_id, c.vision_start_token_id, c.vision_end_token_id};
+  }
   void text(int64_t n) {
     const auto limit = static_cast<uint64_t>(std::clamp<int64_t>(vocab_, 1, kFirstSpecialId));
-    for (int64_t i = 0; i < n; ++i) p_.ids.push_back(static_cast<int32_t>(rng_.next() % limit));
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t id = static_cast<int64_t>(rng_.next() % limit);
+      // Redraw on a reserved id (at most three of >= 4 candidates when vocab allows it).
+      for (int tries = 0; tries < 64 && is_reserved(id); ++tries) {
+        id = static_cast<int64_t>(rng_.next() % limit);
+      }
+      p_.ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  bool is_reserved(int64_t id) const {
+    return std::find(reserved_.begin(), reserved_.end(), id) != reserved_.end();
   }
   void images(std::span<const int64_t> tokens_per_image, const Qwen3VLConfig& c) {
     for (int64_t n : tokens_per_image) {
@@ -47,6 +62,7 @@ class PromptBuilder {
   Rng rng_;
   int64_t vocab_;
   Prompt p_;
+  std::vector<int64_t> reserved_;
 };
 
 int64_t sum(std::span<const int64_t> v) {
@@ -69,6 +85,7 @@ Result<Prompt> qwen3_vl_prompt(uint64_t seed, int64_t target_tokens,
   const int64_t fixed =
       3 + sum(tokens_per_image) + 2 * static_cast<int64_t>(tokens_per_image.size()) + 5;
   PromptBuilder b(seed, config.text.vocab_size);
+  b.reserve(config);
   b.tok(kImStart);
   b.tok(kTokUser);
   b.tok(kTokNewline);
@@ -89,6 +106,7 @@ Result<Prompt> alpamayo_prompt(uint64_t seed, int64_t target_tokens,
   const int64_t fixed = (3 + kSystemTextTokens + 2) + 3 + sum(tokens_per_image) +
                         2 * static_cast<int64_t>(tokens_per_image.size()) + (n_hist + 2) + 2 + 4;
   PromptBuilder b(seed, config.vlm.text.vocab_size);
+  b.reserve(config.vlm);
   b.tok(kImStart);
   b.tok(kTokSystem);
   b.tok(kTokNewline);

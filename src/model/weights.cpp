@@ -221,4 +221,18 @@ Status bind_tensors(const ModelWeights& weights, const std::vector<TensorMeta>& 
   return make_error(ErrorCode::format, msg);
 }
 
+Status check_runnable_dtypes(const ModelWeights& weights) {
+  for (const WeightGroup& g : weights.groups) {
+    for (const WeightSpec& t : g.tensors) {
+      if (t.dtype != DType::bf16) {
+        return make_error(ErrorCode::unsupported,
+                          "tensor " + t.checkpoint_name + " is " +
+                              std::string(dtype_name(t.dtype)) +
+                              ": ferry runs BF16 weights only (the config's dtype)");
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace ferry

@@ -91,4 +91,8 @@ class Checkpoint;
 // has no tensor the table does not name.
 Status bind_checkpoint(const ModelWeights& weights, const Checkpoint& checkpoint);
 
+// The models run BF16 weights only: an error naming the first tensor of another dtype (a config
+// that says float16 or float32), raised before anything is loaded.
+Status check_runnable_dtypes(const ModelWeights& weights);
+
 }  // namespace ferry

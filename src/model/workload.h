@@ -26,8 +26,23 @@ struct Workload {
   SamplingParams sampling;
 };
 
-// Checks the workload against the model: counts positive where needed, image sizes multiples
-// of 32, no images for a text-only model.
+// Upper limits, so that no flag can drive an unbounded allocation (each is far above any real
+// workload: Alpamayo-R1 uses 16 images of 320x576, ~3000 prompt tokens, 10 flow steps).
+inline constexpr int64_t kMaxImages = 256;
+inline constexpr int64_t kMaxImageSide = 8192;    // pixels
+inline constexpr int64_t kMaxSequence = 1 << 20;  // prompt + generated tokens
+inline constexpr int64_t kMaxFlowSteps = 1000;
+
+// The side an image must be a multiple of: patch size x spatial merge (32 for Qwen3-VL); 0 for a
+// model without a vision tower.
+int64_t image_size_unit(const ModelConfig& config);
+// LM tokens the workload's images take (num_images x (h/unit) x (w/unit)); 0 when the image
+// counts or sizes are out of range (validate_workload says why).
+int64_t image_tokens(const Workload& w, const ModelConfig& config);
+
+// Checks the workload against the model and the limits above: counts positive where needed,
+// image sides multiples of image_size_unit, no images for a text-only model, prompt + generated
+// tokens within the model's max_position_embeddings (when it sets one).
 Status validate_workload(const Workload& w, const ModelConfig& config);
 
 // Forward passes after prefill. Qwen3 / Qwen3-VL: gen_tokens - 1 (the last sampled token is never
