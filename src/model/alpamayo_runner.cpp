@@ -13,9 +13,6 @@
 
 namespace ferry {
 
-namespace {
-
-// Spec §5.3: 1 + the index of the first <|traj_future_start|> in prompt + generated tokens.
 int64_t first_future_offset(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
                             int32_t future_start) {
   auto it = std::find(tokens.begin(), tokens.end(), future_start);
@@ -23,6 +20,8 @@ int64_t first_future_offset(const std::vector<int32_t>& prompt, const std::vecto
   if (it == tokens.end()) return n + static_cast<int64_t>(tokens.size());
   return n + static_cast<int64_t>(it - tokens.begin()) + 1;
 }
+
+namespace {
 
 // Synchronizes the stream and hashes every byte of the text KV cache.
 Result<uint64_t> hash_kv_cache(Stream& stream, TextDecoder& decoder) {

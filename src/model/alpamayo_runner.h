@@ -3,9 +3,19 @@
 // (Alpamayo) the flow-matching action expert over the text KV cache, then the unicycle decode.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "model/inference.h"
 
 namespace ferry {
+
+// Spec §5.3: the cache rows the action expert sees, 1 + the index of the first
+// <|traj_future_start|> (`future_start`) of the generated `tokens` in prompt + tokens (the prompt
+// is not searched); prompt + tokens in full when no generated token is `future_start`. Exposed for
+// the unit tests.
+int64_t first_future_offset(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
+                            int32_t future_start);
 
 Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig& config,
                                             const ModelWeights& weights, GroupProvider& provider,

@@ -7,8 +7,11 @@ Tolerances are derived per op from where the op rounds (stated in each test):
   rounding boundary may round the other way, hence "1 ulp" rather than half.
 Ops whose semantics are exact (Cast, Copy, GatherRows, ScatterRows, Add, AddRows, bf16 RoPE,
 PosEmbedInterp, Argmax) are compared bit for bit against ml_dtypes rounding.
+Inputs are seeded per test case, reproducibly; FERRY_TEST_SEED overrides the seed (see seeded()).
 """
 import math
+import os
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -19,8 +22,23 @@ U = 2.0**-24
 
 
 def seeded(request):
-    """A fresh seed per test case, printed on failure through the test id and the message."""
-    seed = np.random.SeedSequence().entropy % (2**32)
+    """A seed per test case, printed on failure through the test id and the message.
+
+    By default the seed is fixed per test case (a CRC-32 of its node id, parameters included), so
+    every run, CI included, draws the same inputs. FERRY_TEST_SEED overrides it: an integer is used
+    for every test case (to reproduce a failure, pass the seed its message printed, with -k for the
+    test id), and "random" draws a fresh seed per test case as an exploratory run.
+    """
+    env = os.environ.get("FERRY_TEST_SEED", "").strip()
+    if not env:
+        seed = zlib.crc32(request.node.nodeid.encode())
+    elif env == "random":
+        seed = np.random.SeedSequence().entropy % (2**32)
+    else:
+        try:
+            seed = int(env, 0) % (2**32)
+        except ValueError:
+            pytest.fail(f"FERRY_TEST_SEED={env!r}: want an integer or 'random'", pytrace=False)
     request.node.user_properties.append(("seed", seed))
     return np.random.default_rng(seed), seed
 

@@ -59,8 +59,21 @@ std::vector<uint8_t> bytes_of(const TensorView& v) {
   return out;
 }
 
+// Sets every byte of a (possibly strided) view to `fill`.
+void fill_bytes(const TensorView& v, uint8_t fill) {
+  const size_t row = static_cast<size_t>(v.cols) * dtype_size(v.dtype);
+  for (int64_t r = 0; r < v.rows; ++r) {
+    auto* p =
+        static_cast<uint8_t*>(v.data) + static_cast<size_t>(r * v.stride()) * dtype_size(v.dtype);
+    std::memset(p, fill, row);
+  }
+}
+
 // Runs one instance of every op on a backend with `threads` op threads; returns each output.
-std::vector<std::vector<uint8_t>> run_every_op(int threads, uint64_t delay_seed) {
+// Outputs that the ops only write (not read) are first set to every byte `fill`, so an element an
+// op leaves unwritten shows up as a difference between runs with different fills. Outputs that
+// are also inputs (Rope, Add, AddRows in place) keep their seeded contents.
+std::vector<std::vector<uint8_t>> run_every_op(int threads, uint64_t delay_seed, uint8_t fill) {
   CpuBackendOptions opt;
   opt.threads = threads;
   opt.max_delay_us = 100;
@@ -121,7 +134,8 @@ std::vector<std::vector<uint8_t>> run_every_op(int threads, uint64_t delay_seed)
   const TensorView gathered = w.bf16(60, 64);
   ops.push_back(GatherRows{w.bf16(500, 64), w.i32(60, 1, 500), gathered});
   const TensorView scattered = w.bf16(300, 64);
-  ops.push_back(ScatterRows{w.bf16(60, 64), w.i32(60, 1, 300, true), scattered});
+  const TensorView scatter_rows = w.i32(60, 1, 300, true);
+  ops.push_back(ScatterRows{w.bf16(60, 64), scatter_rows, scattered});
   const TensorView casted = w.bf16(30, 700);
   ops.push_back(Cast{w.f32(30, 700), casted});
   const TensorView copied = w.bf16(30, 700);
@@ -131,6 +145,20 @@ std::vector<std::vector<uint8_t>> run_every_op(int threads, uint64_t delay_seed)
   const TensorView am = w.i32(9, 1, 1);
   ops.push_back(Argmax{w.bf16(9, 5000), am});
   outs.insert(outs.end(), {sw, acc, dst, gathered, scattered, casted, copied, pe, am});
+
+  // Write-only outputs get the run's fill; ScatterRows writes only its indexed rows of `scattered`
+  // (the others keep the seeded bytes), so only those rows get the fill.
+  for (const TensorView& v : {lin_y, lin_y32, rms_y, rms_y32, ln_y, cos, sin, att.out, sw, gathered,
+                              casted, copied, pe, am}) {
+    fill_bytes(v, fill);
+  }
+  for (int64_t i = 0; i < scatter_rows.rows; ++i) {
+    const int32_t r = static_cast<const int32_t*>(scatter_rows.data)[i];
+    fill_bytes(make_view(static_cast<uint16_t*>(scattered.data) +
+                             static_cast<size_t>(r * scattered.stride()),
+                         DType::bf16, 1, scattered.cols),
+               fill);
+  }
 
   for (const Op& op : ops) {
     Status s = be->run(*stream, op);
@@ -144,10 +172,12 @@ std::vector<std::vector<uint8_t>> run_every_op(int threads, uint64_t delay_seed)
 }
 
 TEST(CpuDeterminism, EveryOpGivesTheSameBytesForAnyThreadCount) {
-  const auto one = run_every_op(1, 1);
+  // The first run starts its outputs at 0x00 bytes, the others at 0xFF: an output element that an
+  // op leaves unwritten differs between them.
+  const auto one = run_every_op(1, 1, 0x00);
   ASSERT_EQ(one.size(), 19u);
   for (int threads : {3, 8}) {
-    const auto many = run_every_op(threads, static_cast<uint64_t>(threads));
+    const auto many = run_every_op(threads, static_cast<uint64_t>(threads), 0xFF);
     ASSERT_EQ(many.size(), one.size());
     for (size_t i = 0; i < one.size(); ++i) {
       EXPECT_EQ(many[i], one[i]) << "output " << i << " differs with " << threads << " threads";

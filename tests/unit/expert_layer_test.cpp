@@ -283,8 +283,13 @@ TEST(ExpertLayer, FlowIsDeterministicAndReadsItsInputs) {
   EXPECT_NE(a, run_all(f, 2, 7, 5));   // the seed
   EXPECT_NE(a, run_all(f, 1, 3, 5));   // the visible text prefix
   EXPECT_NE(a, run_all(f, 1, 7, 50));  // the rotary positions
-  EXPECT_EQ(run_all(f, 1, 0, 5).size(),
-            a.size());  // no text prefix at all is valid
+  // No text prefix at all is valid: finite actions of the same size, which differ from those that
+  // saw a prefix (the expert attends to its own tokens only).
+  const std::vector<float> none = run_all(f, 1, 0, 5);
+  ASSERT_EQ(none.size(), a.size());
+  for (float v : none) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_NE(none, a);
+  EXPECT_NE(none, run_all(f, 1, 3, 5));
 }
 
 TEST(ExpertLayer, SameBitsUnderRandomStreamDelays) {

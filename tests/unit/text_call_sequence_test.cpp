@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "model/call_sequence.h"
 
@@ -127,8 +128,17 @@ TEST(TextCallSequence, NoImagesSkipsVision) {
   Workload wl;
   wl.prompt_tokens = 20;
   auto calls = call_sequence(w, alpamayo_config(1, 2, 1), wl);
-  ASSERT_TRUE(calls.ok());
-  for (const Call& c : *calls) EXPECT_NE(c.phase, Phase::vision);
+  ASSERT_TRUE(calls.ok()) << calls.error().to_string();
+  // Not vacuous: the sequence still runs the text model, starting with its prefill.
+  ASSERT_FALSE(calls->empty());
+  EXPECT_EQ(calls->front().phase, Phase::prefill);
+  std::vector<std::string> prefill;
+  for (const Call& c : *calls) {
+    EXPECT_NE(c.phase, Phase::vision);
+    if (c.phase == Phase::prefill) prefill.push_back(w.groups[static_cast<size_t>(c.group)].name);
+  }
+  const std::vector<std::string> expected = {"text.embed", "text.layers.0", "text.head"};
+  EXPECT_EQ(prefill, expected);
 }
 
 TEST(TextCallSequence, RejectsBadWorkloads) {

@@ -85,14 +85,29 @@ TEST_F(DecoderFixture, DecodeStepMatchesLongerPrefill) {
   const std::vector<float> prefilled = step(*b, ids);
 
   ASSERT_EQ(decoded.size(), prefilled.size());
-  float max_abs = 0, max_diff = 0;
+  // Same math, different row blocking: bf16 rounding differences only. Per element, at most 2 bf16
+  // ulps of the reference logit (ulp(v) = 2^(floor(log2|v|) - 7)) plus 2^-6 absolute for logits
+  // near zero, which a rounding difference upstream moves by an amount set by the weights, not by
+  // the logit. The CPU backend is stricter than that: its ops never split a reduction by rows, and
+  // the two paths were measured bit-identical (4 checkpoint seeds x 6 prompts x lengths 9 and 33;
+  // logits up to ~5), so the bound has all its margin; a wrong cache row or position fails it.
+  float max_abs = 0;
+  size_t worst = 0;
+  float worst_excess = -1;
   for (size_t i = 0; i < decoded.size(); ++i) {
-    max_abs = std::max(max_abs, std::fabs(prefilled[i]));
-    max_diff = std::max(max_diff, std::fabs(decoded[i] - prefilled[i]));
+    const float ref = std::fabs(prefilled[i]);
+    max_abs = std::max(max_abs, ref);
+    const float ulp = ref > 0 ? std::ldexp(1.0f, std::ilogb(ref) - 7) : 0.0f;
+    const float diff = std::fabs(decoded[i] - prefilled[i]);
+    const float excess = std::isfinite(diff) ? diff / (2 * ulp + 0x1p-6f) : INFINITY;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
   }
   ASSERT_GT(max_abs, 0.0f);
-  // Same math, different row blocking: bf16 rounding differences only (a few ulps of 2^-8).
-  EXPECT_LE(max_diff, 0.03f * max_abs) << "max diff " << max_diff << " of " << max_abs;
+  EXPECT_LE(worst_excess, 1.0f) << "logit " << worst << ": decoded " << decoded[worst]
+                                << ", prefilled " << prefilled[worst];
 }
 
 TEST_F(DecoderFixture, RejectsIdsOutsideTheVocabularyAndFullCache) {
