@@ -5,7 +5,6 @@
 //   actions.npy [waypoints, 2] f32, k_cache.npy and v_cache.npy [layers·cache_len, kv] f32
 //   (exact bf16 values), meta.npy [1, 3] i64 = (cache_len, offset, rope_pos0).
 // Usage: ferry_expert_dump CHECKPOINT OUT_DIR [SEED]
-#include <cstring>
 #include <iostream>
 #include <random>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/bf16.h"
+#include "exec/resident_weights.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/action_expert.h"
@@ -33,29 +33,10 @@ Status run(const std::string& ckpt_dir, const std::string& out, uint64_t seed) {
   auto backend = create_cpu_backend();
   auto stream = backend->create_stream();
 
-  // Every expert group resident.
-  std::vector<const WeightGroup*> groups;
-  std::vector<DeviceBuffer> buffers;
-  for (const WeightGroup& g : weights.groups) {
-    if (g.kind != GroupKind::expert_in && g.kind != GroupKind::expert_layer &&
-        g.kind != GroupKind::expert_out) {
-      continue;
-    }
-    std::vector<std::byte> host(g.bytes);
-    for (const WeightSpec& s : g.tensors) {
-      const Checkpoint::Entry* e = ckpt.find(s.checkpoint_name);
-      if (e == nullptr || e->info->dtype != s.dtype || e->info->bytes != s.bytes) {
-        return make_error(ErrorCode::format, "tensor " + s.checkpoint_name + " missing or wrong");
-      }
-      const auto bytes = ckpt.data(*e);
-      std::memcpy(host.data() + s.offset, bytes.data(), bytes.size());
-    }
-    FERRY_ASSIGN_OR_RETURN(DeviceBuffer dev, backend->allocate(g.bytes));
-    backend->copy_to_device(*stream, dev.data(), host.data(), host.size());
-    FERRY_RETURN_IF_ERROR(backend->synchronize(*stream));
-    groups.push_back(&g);
-    buffers.push_back(std::move(dev));
-  }
+  // Every group resident, as ferry run loads them (dtype, shape and size checked).
+  FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ckpt));
+  FERRY_ASSIGN_OR_RETURN(ResidentWeights resident,
+                         ResidentWeights::load(*backend, *stream, weights, ckpt));
 
   // The stand-in text cache: per layer kCacheLen rows of N(0, 1) keys and values.
   const int64_t layers = a->expert.num_layers, kv = a->expert.num_kv_heads * a->expert.head_dim;
@@ -76,9 +57,9 @@ Status run(const std::string& ckpt_dir, const std::string& out, uint64_t seed) {
   const std::vector<float> x0(expert.actions().begin(), expert.actions().end());
   std::vector<float> velocities;
   for (int step = 0; step < expert.num_steps(); ++step) {
-    for (size_t i = 0; i < groups.size(); ++i) {
-      const WeightGroup& g = *groups[i];
-      void* base = buffers[i].data();
+    for (size_t i = 0; i < weights.groups.size(); ++i) {
+      const WeightGroup& g = weights.groups[i];
+      void* base = resident.base(static_cast<int>(i));
       if (g.kind == GroupKind::expert_in) {
         FERRY_RETURN_IF_ERROR(expert.run_in(*stream, step, g, base));
       } else if (g.kind == GroupKind::expert_layer) {
@@ -92,7 +73,7 @@ Status run(const std::string& ckpt_dir, const std::string& out, uint64_t seed) {
         ctx.offset = kOffset;
         ctx.rope_pos0 = kRopePos0;
         FERRY_RETURN_IF_ERROR(expert.run_layer(*stream, g.layer, g, base, ctx));
-      } else {
+      } else if (g.kind == GroupKind::expert_out) {
         FERRY_RETURN_IF_ERROR(expert.run_out(*stream, step, g, base));
         velocities.insert(velocities.end(), expert.last_velocity().begin(),
                           expert.last_velocity().end());

@@ -4,13 +4,13 @@
 //   image_embeds.npy [N/4, out_hidden] f32 (exact bf16 values), deepstack_K.npy likewise.
 // Usage: ferry_vision_dump CHECKPOINT OUT_DIR IMAGES HEIGHT WIDTH [SEED]
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/bf16.h"
+#include "exec/resident_weights.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/vision_encoder.h"
@@ -47,38 +47,32 @@ Status run(const std::string& ckpt_dir, const std::string& out, int images, int6
   const std::vector<float> pixels = synthetic_pixel_values(seed, geoms, vlm->vision);
   FERRY_RETURN_IF_ERROR(enc.upload_pixels(*stream, pixels));
 
-  for (const WeightGroup& g : weights.groups) {
-    if (g.kind != GroupKind::vision_patch && g.kind != GroupKind::vision_block &&
-        g.kind != GroupKind::vision_merger) {
-      continue;
-    }
-    std::vector<std::byte> host(g.bytes);
-    for (const WeightSpec& s : g.tensors) {
-      const Checkpoint::Entry* e = ckpt.find(s.checkpoint_name);
-      if (e == nullptr || e->info->dtype != s.dtype || e->info->bytes != s.bytes) {
-        return make_error(ErrorCode::format, "tensor " + s.checkpoint_name + " missing or wrong");
-      }
-      const auto bytes = ckpt.data(*e);
-      std::memcpy(host.data() + s.offset, bytes.data(), bytes.size());
-    }
-    FERRY_ASSIGN_OR_RETURN(DeviceBuffer dev, backend->allocate(g.bytes));
-    backend->copy_to_device(*stream, dev.data(), host.data(), host.size());
+  // Every group resident, as ferry run loads them (dtype, shape and size checked).
+  FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ckpt));
+  FERRY_ASSIGN_OR_RETURN(ResidentWeights resident,
+                         ResidentWeights::load(*backend, *stream, weights, ckpt));
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    const WeightGroup& g = weights.groups[i];
+    void* base = resident.base(static_cast<int>(i));
     switch (g.kind) {
       case GroupKind::vision_patch:
-        FERRY_RETURN_IF_ERROR(enc.run_patch(*stream, g, dev.data()));
+        FERRY_RETURN_IF_ERROR(enc.run_patch(*stream, g, base));
         break;
       case GroupKind::vision_block:
-        FERRY_RETURN_IF_ERROR(enc.run_block(*stream, g.layer, g, dev.data()));
+        FERRY_RETURN_IF_ERROR(enc.run_block(*stream, g.layer, g, base));
+        break;
+      case GroupKind::vision_merger:
+        if (g.layer >= 0) {
+          FERRY_RETURN_IF_ERROR(enc.run_deepstack(*stream, g.layer, g, base));
+        } else {
+          FERRY_RETURN_IF_ERROR(enc.run_merger(*stream, g, base));
+        }
         break;
       default:
-        if (g.layer >= 0) {
-          FERRY_RETURN_IF_ERROR(enc.run_deepstack(*stream, g.layer, g, dev.data()));
-        } else {
-          FERRY_RETURN_IF_ERROR(enc.run_merger(*stream, g, dev.data()));
-        }
+        break;  // text and expert groups: not the vision tower's
     }
-    FERRY_RETURN_IF_ERROR(backend->synchronize(*stream));  // host and dev die here
   }
+  FERRY_RETURN_IF_ERROR(backend->synchronize(*stream));
 
   if (!write_npy(out + "/pixel_values.npy", "<f4", enc.num_patches(), vlm->vision.patch_values(),
                  pixels.data(), pixels.size() * 4)) {
