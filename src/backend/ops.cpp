@@ -258,6 +258,27 @@ Status check(const Attention& op) {
   }
   if (!std::isfinite(op.scale)) return c.fail("scale", "must be finite");
   if (op.q_pos0 < 0) return c.fail("q_pos0", "must not be negative");
+  if (!op.q_pos0_dev.empty()) {
+    FERRY_RETURN_IF_ERROR(c.view("q_pos0_dev", op.q_pos0_dev, kI32));
+    FERRY_RETURN_IF_ERROR(c.shape("q_pos0_dev", op.q_pos0_dev, 1, 1));
+    if (!op.causal) return c.fail("q_pos0_dev", "needs causal attention");
+    if (op.q_pos0 != 0) return c.fail("q_pos0", "must be 0 when q_pos0_dev is given");
+  }
+  if (!op.segments.empty()) {
+    FERRY_RETURN_IF_ERROR(c.view("segments", op.segments, kI32));
+    if (op.segments.rows < 2 || op.segments.cols != 1) {
+      return c.fail("segments", "expected shape [n + 1, 1] with n >= 1, got " +
+                                    shape_str(op.segments.rows, op.segments.cols));
+    }
+    if (op.causal) return c.fail("segments", "needs non-causal attention");
+    if (op.num_spans != 1 || op.kv[0].k.rows != op.q.rows) {
+      return c.fail("segments", "needs one span with as many rows as q");
+    }
+    if (op.max_segment_rows <= 0 || op.max_segment_rows > op.q.rows) {
+      return c.fail("max_segment_rows", "must lie in [1, S], got " +
+                                            std::to_string(op.max_segment_rows));
+    }
+  }
   return Status();
 }
 

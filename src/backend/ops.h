@@ -99,6 +99,16 @@ struct KvSpan {
 // causal: query i sees key j iff j <= q_pos0 + i; otherwise every key is visible.
 // out: [S, heads·head_dim] bf16. scores = q·k·scale in fp32, softmax in fp32 (max-subtracted),
 // out = bf16(Σ p·v) with fp32 accumulation. A query that sees no key gets zeros.
+//
+// Two optional device-side inputs let one recorded op (a graph) serve work whose sizes change:
+// - q_pos0_dev: [1, 1] i32, read when the work runs instead of q_pos0 (which must then be 0);
+//   causal only. Keys past q_pos0 + S − 1 are never read, so the spans may run to the end of the
+//   cache's capacity (decode steps: one op for every step).
+// - segments: [n + 1, 1] i32, 0 = seg[0] <= seg[1] <= ... <= seg[n] = S: queries and keys are cut
+//   into n segments at those rows and query i of segment s sees only the keys of segment s (the
+//   images of a vision batch, one launch for all). Non-causal, one span with S rows; every
+//   segment has at most max_segment_rows rows (which sizes the launch). A backend that can read
+//   the offsets checks them; the CUDA kernels clamp them into [0, S].
 struct Attention {
   TensorView q;
   std::array<KvSpan, 2> kv{};
@@ -110,6 +120,9 @@ struct Attention {
   float scale = 1.0f;
   bool causal = false;
   int64_t q_pos0 = 0;
+  TensorView q_pos0_dev;  // optional, see above
+  TensorView segments;    // optional, see above
+  int64_t max_segment_rows = 0;
 };
 
 // out = bf16(bf16(silu(gate)) · up). gate, up, out: [M, I] bf16 (row_stride allowed, so gate and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_common.h"
@@ -26,6 +27,36 @@ Status attention(const Attention& op, ThreadPool* pool) {
     return row_ptr<const uint16_t>(value ? span.v : span.k, first ? j : j - rows0) + kv_head * dim;
   };
 
+  // Device-side inputs are plain memory here; read them when the op runs (after the work that
+  // wrote them), exactly as the CUDA kernels do.
+  const int64_t q_pos0 =
+      op.q_pos0_dev.empty() ? op.q_pos0 : *row_ptr<const int32_t>(op.q_pos0_dev, 0);
+  if (q_pos0 < 0) return make_error(ErrorCode::invalid_argument, "attention: q_pos0_dev < 0");
+  std::vector<int64_t> seg;  // segment starts, then S
+  if (!op.segments.empty()) {
+    for (int64_t r = 0; r < op.segments.rows; ++r) {
+      seg.push_back(*row_ptr<const int32_t>(op.segments, r));
+      const int64_t len = r > 0 ? seg[r] - seg[r - 1] : 0;
+      if ((r == 0 && seg[0] != 0) || len < 0 || len > op.max_segment_rows) {
+        return make_error(ErrorCode::invalid_argument,
+                          "attention: segments must run from 0 to S in steps of at most "
+                          "max_segment_rows");
+      }
+    }
+    if (seg.back() != s_rows) {
+      return make_error(ErrorCode::invalid_argument, "attention: the last segment must end at S");
+    }
+  }
+  // Keys [first, end) that query i may see.
+  auto key_range = [&](int64_t i) -> std::pair<int64_t, int64_t> {
+    if (!seg.empty()) {
+      const auto it = std::upper_bound(seg.begin(), seg.end(), i);
+      return {*(it - 1), *it};
+    }
+    if (op.causal) return {0, std::clamp<int64_t>(q_pos0 + i + 1, 0, total)};
+    return {0, total};
+  };
+
   const int64_t work = std::max<int64_t>(1, total * dim);
   parallel_for(pool, s_rows * heads, std::max<int64_t>(1, 65536 / work),
                [&](int64_t begin, int64_t end) {
@@ -36,28 +67,27 @@ Status attention(const Attention& op, ThreadPool* pool) {
                    const int64_t i = item / heads;
                    const int64_t h = item % heads;
                    const int64_t kv_head = h / group;
-                   int64_t visible = total;
-                   if (op.causal) visible = std::clamp<int64_t>(op.q_pos0 + i + 1, 0, total);
+                   const auto [first, end_key] = key_range(i);
                    uint16_t* out = row_ptr<uint16_t>(op.out, i) + h * dim;
-                   if (visible == 0) {
+                   if (end_key <= first) {
                      std::fill(out, out + dim, uint16_t{0});
                      continue;
                    }
                    const uint16_t* q = row_ptr<const uint16_t>(op.q, i) + h * dim;
                    for (int64_t d = 0; d < dim; ++d) qf[d] = bf16_to_f32(q[d]);
                    float max_score = -std::numeric_limits<float>::infinity();
-                   for (int64_t j = 0; j < visible; ++j) {
+                   for (int64_t j = first; j < end_key; ++j) {
                      const float s = dot_f32(qf.data(), kv_row(false, j, kv_head), dim) * op.scale;
                      scores[j] = s;
                      max_score = std::max(max_score, s);
                    }
                    float sum = 0.0f;
-                   for (int64_t j = 0; j < visible; ++j) {
+                   for (int64_t j = first; j < end_key; ++j) {
                      scores[j] = std::exp(scores[j] - max_score);
                      sum += scores[j];
                    }
                    std::fill(acc.begin(), acc.end(), 0.0f);
-                   for (int64_t j = 0; j < visible; ++j) {
+                   for (int64_t j = first; j < end_key; ++j) {
                      const float p = scores[j] / sum;
                      const uint16_t* v = kv_row(true, j, kv_head);
                      for (int64_t d = 0; d < dim; ++d) acc[d] += p * bf16_to_f32(v[d]);
