@@ -31,6 +31,13 @@ class Event {
   virtual ~Event() = default;
 };
 
+// Recorded work of one stream (a CUDA graph; a list of closures on the CPU backend), replayed by
+// Backend::launch. Owned by the caller; must not outlive its backend.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+};
+
 // Device memory, owned, move-only. Freed through the backend that allocated it.
 class DeviceBuffer {
  public:
@@ -81,6 +88,16 @@ class Backend {
   // Validates the op (ops.h), then enqueues it. An invalid op is returned as an error and
   // nothing is enqueued.
   virtual Status run(Stream& stream, const Op& op) = 0;
+
+  // Recording. Between begin_capture(stream) and end_capture(stream), the ops, device-to-device
+  // copies and fills enqueued on `stream` are recorded instead of run; launch() enqueues the
+  // recording on a stream as one unit, as often as wanted. Every pointer, shape and parameter is
+  // the one given at capture; device memory is read when a replay runs, so work whose only
+  // changing inputs live in device memory replays correctly. Host copies, events and
+  // synchronize() on a capturing stream are errors (end_capture reports the first).
+  virtual Status begin_capture(Stream& stream) = 0;
+  virtual Result<std::unique_ptr<Graph>> end_capture(Stream& stream) = 0;
+  virtual Status launch(Stream& stream, const Graph& graph) = 0;
 
   virtual void record(Event& event, Stream& stream) = 0;
   // Later work on `stream` waits until `event`'s recorded point has completed.

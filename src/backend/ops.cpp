@@ -275,8 +275,8 @@ Status check(const Attention& op) {
       return c.fail("segments", "needs one span with as many rows as q");
     }
     if (op.max_segment_rows <= 0 || op.max_segment_rows > op.q.rows) {
-      return c.fail("max_segment_rows", "must lie in [1, S], got " +
-                                            std::to_string(op.max_segment_rows));
+      return c.fail("max_segment_rows",
+                    "must lie in [1, S], got " + std::to_string(op.max_segment_rows));
     }
   }
   return Status();

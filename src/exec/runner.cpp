@@ -1,14 +1,59 @@
 #include "exec/runner.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ferry {
 
+namespace {
+
+// Graphs recorded during one execute(), by what their work depends on.
+class GraphCache {
+ public:
+  struct Key {
+    int group;
+    const void* base;
+    Phase phase;
+    bool operator==(const Key&) const = default;
+  };
+
+  const Graph* find(const Key& key) const {
+    for (const auto& [k, g] : entries_) {
+      if (k == key) return g.get();
+    }
+    return nullptr;
+  }
+  const Graph* add(const Key& key, std::unique_ptr<Graph> graph) {
+    entries_.emplace_back(key, std::move(graph));
+    return entries_.back().second.get();
+  }
+
+ private:
+  // A few hundred entries at most (groups × phases), looked up once per call: a flat list.
+  std::vector<std::pair<Key, std::unique_ptr<Graph>>> entries_;
+};
+
+// Records run_call's work on `stream` into a graph. The capture is ended whatever the handler
+// returns, so the stream is usable afterwards.
+Result<std::unique_ptr<Graph>> record_call(Backend& backend, Stream& stream, CallHandler& handler,
+                                           const Call& call, const WeightGroup& group, void* base) {
+  FERRY_RETURN_IF_ERROR(backend.begin_capture(stream));
+  const Status body = handler.run_call(stream, call, group, base);
+  Result<std::unique_ptr<Graph>> graph = backend.end_capture(stream);
+  if (!body.ok()) return body.error();
+  return graph;
+}
+
+}  // namespace
+
 Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights& weights,
                            std::span<const Call> calls, GroupProvider& provider,
-                           CallHandler& handler) {
+                           CallHandler& handler, const ExecOptions& options) {
   using clock = std::chrono::steady_clock;
+  GraphCache graphs;
   PhaseTimes times;
   const auto start = clock::now();
   auto phase_start = start;
@@ -20,7 +65,26 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
     }
     const WeightGroup& g = weights.groups[static_cast<size_t>(c.group)];
     FERRY_ASSIGN_OR_RETURN(void* base, provider.acquire(stream, c));
-    Status st = handler.run_call(stream, c, g, base);
+    Status st;
+    const auto phase = static_cast<size_t>(c.phase);
+    if (options.graphs && handler.replayable(c, g)) {
+      const GraphCache::Key key{c.group, base, c.phase};
+      const Graph* graph = graphs.find(key);
+      if (graph != nullptr) {
+        ++times.replayed[phase];
+      } else {
+        Result<std::unique_ptr<Graph>> recorded = record_call(backend, stream, handler, c, g, base);
+        if (recorded.ok()) {
+          graph = graphs.add(key, std::move(recorded).value());
+          ++times.recorded[phase];
+        } else {
+          st = recorded.status();
+        }
+      }
+      if (st.ok()) st = backend.launch(stream, *graph);
+    } else {
+      st = handler.run_call(stream, c, g, base);
+    }
     if (!st.ok()) {
       return make_error(st.error().code, std::string(phase_name(c.phase)) + " step " +
                                              std::to_string(c.step) + ", " + g.name + ": " +

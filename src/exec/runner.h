@@ -30,11 +30,28 @@ class CallHandler {
   virtual ~CallHandler() = default;
   virtual Status run_call(Stream& stream, const Call& call, const WeightGroup& group,
                           void* base) = 0;
+
+  // True promises that run_call(call) only enqueues backend work on `stream` (no host copy, no
+  // synchronization, no host state that later calls depend on), and that every pointer, shape and
+  // parameter of that work is a function of (call.group, base, call.phase) alone: what changes
+  // from one such call to the next lives in device memory. The executor may then record the work
+  // once and replay it for every later call with the same key instead of calling run_call.
+  virtual bool replayable(const Call& /*call*/, const WeightGroup& /*group*/) const {
+    return false;
+  }
+};
+
+struct ExecOptions {
+  // Record replayable calls once per (group, base, phase) and replay them (CUDA graphs): one
+  // launch per call instead of one per op.
+  bool graphs = true;
 };
 
 struct PhaseTimes {
   std::array<double, 4> seconds{};  // indexed by Phase: wall time, synchronized at boundaries
   std::array<int64_t, 4> calls{};
+  std::array<int64_t, 4> recorded{};  // calls recorded into a new graph
+  std::array<int64_t, 4> replayed{};  // calls run by replaying a graph recorded earlier
   double total_seconds = 0.0;
 
   double of(Phase p) const { return seconds[static_cast<size_t>(p)]; }
@@ -43,6 +60,6 @@ struct PhaseTimes {
 // Runs every call in order; synchronizes the stream at each phase boundary and at the end.
 Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights& weights,
                            std::span<const Call> calls, GroupProvider& provider,
-                           CallHandler& handler);
+                           CallHandler& handler, const ExecOptions& options = {});
 
 }  // namespace ferry

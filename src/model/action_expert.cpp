@@ -6,6 +6,7 @@
 
 #include "core/bf16.h"
 #include "model/group_view.h"
+#include "model/projections.h"
 
 namespace ferry {
 
@@ -95,13 +96,10 @@ Result<ActionExpert> ActionExpert::create(const AlpamayoConfig& config, Backend&
   FERRY_ASSIGN_OR_RETURN(e.enc_, allocate_matrix(b, s, h, DType::bf16));
   FERRY_ASSIGN_OR_RETURN(e.h_, allocate_matrix(b, s, h, DType::f32));
   FERRY_ASSIGN_OR_RETURN(e.norm_, allocate_matrix(b, s, h, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.q_, allocate_matrix(b, s, qd, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.k_, allocate_matrix(b, s, kvd, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.v_, allocate_matrix(b, s, kvd, DType::bf16));
+  FERRY_ASSIGN_OR_RETURN(e.qkv_, allocate_matrix(b, s, qd + 2 * kvd, DType::bf16));
   FERRY_ASSIGN_OR_RETURN(e.attn_, allocate_matrix(b, s, qd, DType::bf16));
   FERRY_ASSIGN_OR_RETURN(e.o_, allocate_matrix(b, s, h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.gate_, allocate_matrix(b, s, x.intermediate_size, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.up_, allocate_matrix(b, s, x.intermediate_size, DType::bf16));
+  FERRY_ASSIGN_OR_RETURN(e.gate_up_, allocate_matrix(b, s, 2 * x.intermediate_size, DType::bf16));
   FERRY_ASSIGN_OR_RETURN(e.act_, allocate_matrix(b, s, x.intermediate_size, DType::bf16));
   FERRY_ASSIGN_OR_RETURN(e.pos_, allocate_matrix(b, s, 3, DType::i32));
   FERRY_ASSIGN_OR_RETURN(e.cos_, allocate_matrix(b, s, x.head_dim / 2, DType::f32));
@@ -122,9 +120,8 @@ void ActionExpert::begin_with(std::vector<float> x0) {
 
 uint64_t ActionExpert::activation_bytes() const {
   uint64_t total = 0;
-  for (const DeviceBuffer* d :
-       {&features_, &mlp_a_, &mlp_b_, &enc_, &h_, &norm_, &q_, &k_, &v_, &attn_, &o_, &gate_, &up_,
-        &act_, &pos_, &cos_, &sin_, &velocity_}) {
+  for (const DeviceBuffer* d : {&features_, &mlp_a_, &mlp_b_, &enc_, &h_, &norm_, &qkv_, &attn_,
+                                &o_, &gate_up_, &act_, &pos_, &cos_, &sin_, &velocity_}) {
     total += d->bytes();
   }
   return total;
@@ -252,9 +249,10 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   const auto eps = static_cast<float>(x.rms_norm_eps);
   const TensorView res = residual();
   const TensorView nrm = buffer_view(norm_, DType::f32, s, h);
-  const TensorView q = buffer_view(q_, DType::bf16, s, qd);
-  const TensorView k = buffer_view(k_, DType::bf16, s, kvd);
-  const TensorView v = buffer_view(v_, DType::bf16, s, kvd);
+  const TensorView qkv = buffer_view(qkv_, DType::bf16, s, qd + 2 * kvd);
+  const TensorView q = qkv.slice_cols(0, qd);
+  const TensorView k = qkv.slice_cols(qd, kvd);
+  const TensorView v = qkv.slice_cols(qd + kvd, kvd);
   const TensorView att = buffer_view(attn_, DType::bf16, s, qd);
   const TensorView o = buffer_view(o_, DType::bf16, s, h);
   const TensorView cos = buffer_view(cos_, DType::f32, s, hd / 2);
@@ -263,16 +261,14 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   // Attention: RMSNorm in fp32, projections round their f32 input to bf16, per-head q/k norms
   // in bf16, rotary in fp32 rounded once (the expert's cos/sin are fp32, spec §6.3).
   FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{res, in_norm, nrm, h, eps}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, wq, {}, q}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, wk, {}, k}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, wv, {}, v}));
+  FERRY_RETURN_IF_ERROR(run_projections(b, stream, nrm, {wq, wk, wv}, qkv));
   FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{q, qn, q, hd, eps}));
   FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{k, kn, k, hd, eps}));
   const auto ihd = static_cast<int>(hd);
+  // q and k are adjacent columns with the same tables and rounding: one op.
   FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{q, cos, sin, static_cast<int>(x.num_heads), ihd, RopeMath::f32}));
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{k, cos, sin, static_cast<int>(x.num_kv_heads), ihd, RopeMath::f32}));
+      b.run(stream, Rope{qkv.slice_cols(0, qd + kvd), cos, sin,
+                         static_cast<int>(x.num_heads + x.num_kv_heads), ihd, RopeMath::f32}));
   // Keys: the visible text prefix, then the expert's own 64 rows (its keys stay in its own
   // buffers; the text cache is only read). Non-causal.
   Attention a;
@@ -296,13 +292,12 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   FERRY_RETURN_IF_ERROR(b.run(stream, Add{res, o}));
 
   // MLP on the fp32 stream.
-  const TensorView g = buffer_view(gate_, DType::bf16, s, inter);
-  const TensorView u = buffer_view(up_, DType::bf16, s, inter);
+  const TensorView gu = buffer_view(gate_up_, DType::bf16, s, 2 * inter);
   const TensorView act = buffer_view(act_, DType::bf16, s, inter);
   FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{res, post, nrm, h, eps}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, wg, {}, g}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, wu, {}, u}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, SwiGlu{g, u, act}));
+  FERRY_RETURN_IF_ERROR(run_projections(b, stream, nrm, {wg, wu}, gu));
+  FERRY_RETURN_IF_ERROR(
+      b.run(stream, SwiGlu{gu.slice_cols(0, inter), gu.slice_cols(inter, inter), act}));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{act, wd, {}, o}));
   return b.run(stream, Add{res, o});
 }

@@ -79,6 +79,10 @@ class ActionExpert {
   // "expert.out": final norm, action_out_proj → velocity v (bf16); synchronizes the stream, then
   // x += Δ_step · v on the host in fp32.
   Status run_out(Stream& stream, int step, const WeightGroup& group, void* base);
+  // Rotary tables for positions rope_pos0 + j (uploads and builds them; a no-op when they are
+  // already built for rope_pos0). run_layer calls it too; calling it before the first layer keeps
+  // the layers free of host copies, so that they can be recorded and replayed (graphs).
+  Status prepare_rope(Stream& stream, int64_t rope_pos0);
 
   int num_steps() const { return static_cast<int>(grid_.deltas.size()); }
   int64_t num_tokens() const { return tokens_; }
@@ -92,7 +96,6 @@ class ActionExpert {
 
  private:
   ActionExpert() = default;
-  Status prepare_rope(Stream& stream, int64_t rope_pos0);
 
   AlpamayoConfig config_;
   ExpertOptions options_;
@@ -114,13 +117,10 @@ class ActionExpert {
   DeviceBuffer enc_;       // [tokens, hidden] bf16 (last trunk Linear output)
   DeviceBuffer h_;         // [tokens, hidden] f32 residual
   DeviceBuffer norm_;      // [tokens, hidden] f32
-  DeviceBuffer q_;         // [tokens, heads·head_dim] bf16
-  DeviceBuffer k_;         // [tokens, kv_heads·head_dim] bf16, the expert's own keys
-  DeviceBuffer v_;         // [tokens, kv_heads·head_dim] bf16
+  DeviceBuffer qkv_;       // [tokens, (heads + 2·kv_heads)·head_dim] bf16: q | own keys | values
   DeviceBuffer attn_;      // [tokens, heads·head_dim] bf16
   DeviceBuffer o_;         // [tokens, hidden] bf16
-  DeviceBuffer gate_;      // [tokens, intermediate] bf16
-  DeviceBuffer up_;        // [tokens, intermediate] bf16
+  DeviceBuffer gate_up_;   // [tokens, 2·intermediate] bf16: gate | up
   DeviceBuffer act_;       // [tokens, intermediate] bf16
   DeviceBuffer pos_;       // [tokens, 3] i32
   DeviceBuffer cos_;       // [tokens, head_dim/2] f32

@@ -62,6 +62,13 @@ class VisionLanguageHandler : public CallHandler {
     return make_error(ErrorCode::internal, "unknown phase");
   }
 
+  // Decode layers, and the expert's layers: every flow step attends over the same cache prefix
+  // with the same rotary positions, and its changing input (the trunk's output) is on the device.
+  bool replayable(const Call& call, const WeightGroup& group) const override {
+    if (call.phase == Phase::expert) return group.kind == GroupKind::expert_layer;
+    return TextGeneration::replayable(call, group);
+  }
+
  private:
   Status run_vision(Stream& stream, const WeightGroup& group, void* base) {
     if (!vision_) return make_error(ErrorCode::internal, "vision call without images");
@@ -87,6 +94,10 @@ class VisionLanguageHandler : public CallHandler {
       if (hash_cache_) {
         FERRY_ASSIGN_OR_RETURN(kv_hash_before_expert, hash_kv_cache(stream, text_.decoder()));
       }
+      // Spec §6.3: positions continue from rope_delta, not from the cache length. Built here,
+      // outside the replayable layer calls.
+      FERRY_RETURN_IF_ERROR(
+          expert_->prepare_rope(stream, expert_offset + text_.positions().rope_delta));
     }
     switch (group.kind) {
       case GroupKind::expert_in:
@@ -98,7 +109,6 @@ class VisionLanguageHandler : public CallHandler {
         ctx.v_cache = cache.v(group.layer);
         ctx.cache_len = cache.length();
         ctx.offset = expert_offset;
-        // Spec §6.3: positions continue from rope_delta, not from the cache length.
         ctx.rope_pos0 = expert_offset + text_.positions().rope_delta;
         return expert_->run_layer(stream, group.layer, group, base, ctx);
       }
@@ -194,8 +204,8 @@ Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig&
   const auto future_start =
       static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
   VisionLanguageHandler handler(vision, pixels, text, expert, future_start, options.hash_kv_cache);
-  FERRY_ASSIGN_OR_RETURN(PhaseTimes times,
-                         execute(backend, *stream, weights, calls, provider, handler));
+  FERRY_ASSIGN_OR_RETURN(
+      PhaseTimes times, execute(backend, *stream, weights, calls, provider, handler, options.exec));
 
   InferenceResult r;
   take_text_results(text, r);

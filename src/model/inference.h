@@ -19,6 +19,7 @@ struct InferenceOptions {
   bool keep_all_logits = false;  // keep every step's logits (f32), not only prefill's and the last
   bool keep_inputs = false;      // keep pixel values (vision models) for --dump-inputs
   bool hash_kv_cache = false;    // Alpamayo: hash the text KV cache before and after the expert
+  ExecOptions exec;              // graphs on or off (the output is the same either way)
 };
 
 struct InferenceResult {

@@ -23,19 +23,19 @@ Result<KvCache> KvCache::create(Backend& backend, int64_t layers, int64_t capaci
   return c;
 }
 
-TensorView KvCache::k(int layer) const {
+TensorView KvCache::rows(int layer) const {
   FERRY_CHECK(layer >= 0 && layer < layers_, "kv cache: layer out of range");
-  const size_t per = static_cast<size_t>(capacity_ * kv_dim_) * dtype_size(DType::bf16);
-  return make_view(static_cast<char*>(buffer_.data()) + (2u * static_cast<size_t>(layer)) * per,
-                   DType::bf16, capacity_, kv_dim_);
+  const size_t per = static_cast<size_t>(capacity_ * 2 * kv_dim_) * dtype_size(DType::bf16);
+  return make_view(static_cast<char*>(buffer_.data()) + static_cast<size_t>(layer) * per,
+                   DType::bf16, capacity_, 2 * kv_dim_);
+}
+
+TensorView KvCache::k(int layer) const {
+  return rows(layer).slice_cols(0, kv_dim_);
 }
 
 TensorView KvCache::v(int layer) const {
-  FERRY_CHECK(layer >= 0 && layer < layers_, "kv cache: layer out of range");
-  const size_t per = static_cast<size_t>(capacity_ * kv_dim_) * dtype_size(DType::bf16);
-  return make_view(
-      static_cast<char*>(buffer_.data()) + (2u * static_cast<size_t>(layer) + 1u) * per,
-      DType::bf16, capacity_, kv_dim_);
+  return rows(layer).slice_cols(kv_dim_, kv_dim_);
 }
 
 void KvCache::set_length(int64_t length) {

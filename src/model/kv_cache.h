@@ -1,5 +1,6 @@
-// The text model's KV cache: per layer, keys and values [capacity, kv_heads·head_dim] bf16, rows
-// in token order. Keys are stored after k_norm and RoPE (spec §1). One device buffer for all.
+// The text model's KV cache: per layer, rows [capacity, 2·kv_dim] bf16 in token order, each row a
+// token's key then its value (kv_dim = kv_heads·head_dim), so that one row scatter stores both.
+// Keys are stored after k_norm and RoPE (spec §1). One device buffer for all layers.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,8 @@ class KvCache {
   KvCache(KvCache&&) noexcept = default;
   KvCache& operator=(KvCache&&) noexcept = default;
 
-  TensorView k(int layer) const;  // [capacity, kv_dim] bf16
+  TensorView rows(int layer) const;  // [capacity, 2·kv_dim] bf16: key | value per token
+  TensorView k(int layer) const;     // [capacity, kv_dim] bf16, row stride 2·kv_dim
   TensorView v(int layer) const;
   int64_t length() const { return length_; }
   void set_length(int64_t length);  // 0 <= length <= capacity

@@ -14,6 +14,9 @@ class TextOnlyHandler : public CallHandler {
   Status run_call(Stream& stream, const Call& call, const WeightGroup& group, void* base) override {
     return gen_.run_call(stream, call, group, base);
   }
+  bool replayable(const Call& call, const WeightGroup& group) const override {
+    return TextGeneration::replayable(call, group);
+  }
 
  private:
   TextGeneration& gen_;
@@ -40,8 +43,8 @@ Result<InferenceResult> run_qwen3(Backend& backend, const ModelConfig& config,
                          TextGeneration::create(text, backend, prompt, positions, params));
   auto stream = backend.create_stream();
   TextOnlyHandler handler(gen);
-  FERRY_ASSIGN_OR_RETURN(PhaseTimes times,
-                         execute(backend, *stream, weights, calls, provider, handler));
+  FERRY_ASSIGN_OR_RETURN(
+      PhaseTimes times, execute(backend, *stream, weights, calls, provider, handler, options.exec));
   InferenceResult r;
   take_text_results(gen, r);
   r.times = times;

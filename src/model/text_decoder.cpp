@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "model/projections.h"
 
 namespace ferry {
 
@@ -76,13 +77,13 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   c.add(&d.cos_, DType::f32, m, config.head_dim / 2);
   c.add(&d.sin_, DType::f32, m, config.head_dim / 2);
   c.add(&d.rows_, DType::i32, m, 1);
+  c.add(&d.kv_rows_, DType::i32, m, 1);
   c.add(&d.x_, DType::bf16, m, config.hidden_size);
   c.add(&d.norm_, DType::bf16, m, config.hidden_size);
-  c.add(&d.q_, DType::bf16, m, qdim);
+  c.add(&d.qkv_, DType::bf16, m, qdim + 2 * kv_dim);
   c.add(&d.attn_, DType::bf16, m, qdim);
   c.add(&d.proj_, DType::bf16, m, config.hidden_size);
-  c.add(&d.gate_, DType::bf16, m, config.intermediate_size);
-  c.add(&d.up_, DType::bf16, m, config.intermediate_size);
+  c.add(&d.gate_up_, DType::bf16, m, 2 * config.intermediate_size);
   c.add(&d.act_, DType::bf16, m, config.intermediate_size);
   c.add(&d.head_in_, DType::bf16, 1, config.hidden_size);
   c.add(&d.logits_, DType::bf16, 1, config.vocab_size);
@@ -125,10 +126,14 @@ Status TextDecoder::begin_step(Stream& stream, std::span<const int32_t> ids,
   step_tokens_ = n;
   step_pos0_ = cache_.length();
   cache_.set_length(step_pos0_ + n);
+  kv_rows_host_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) kv_rows_host_[i] = static_cast<int32_t>(step_pos0_ + i);
   visual_active_ = false;
   visual_ = {};
   backend_->copy_to_device(stream, ids_.data, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
   backend_->copy_to_device(stream, pos_.data, pos_host_.data(), pos_host_.size() * sizeof(int32_t));
+  backend_->copy_to_device(stream, kv_rows_.data, kv_rows_host_.data(),
+                           kv_rows_host_.size() * sizeof(int32_t));
   RopeTable table;
   table.pos = pos_.slice_rows(0, n);
   table.cos = cos_.slice_rows(0, n);
@@ -189,7 +194,6 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
     return make_error(ErrorCode::internal, "text decoder: layer out of range");
   }
   const int64_t n = step_tokens_;
-  const int64_t pos0 = step_pos0_;
   const auto heads = static_cast<int>(config_.num_heads);
   const auto kv_heads = static_cast<int>(config_.num_kv_heads);
   const auto head_dim = static_cast<int>(config_.head_dim);
@@ -206,32 +210,34 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
 
   const TensorView x = x_.slice_rows(0, n);
   const TensorView nm = norm_.slice_rows(0, n);
-  const TensorView q = q_.slice_rows(0, n);
-  const TensorView k_all = cache_.k(layer);
-  const TensorView v_all = cache_.v(layer);
-  // This step's keys and values go straight into their cache rows.
-  const TensorView k = k_all.slice_rows(pos0, n);
-  const TensorView v = v_all.slice_rows(pos0, n);
+  const int64_t qdim = config_.num_heads * config_.head_dim;
+  const int64_t kv_dim = config_.num_kv_heads * config_.head_dim;
+  const TensorView qkv = qkv_.slice_rows(0, n);
+  const TensorView q = qkv.slice_cols(0, qdim);
+  const TensorView k = qkv.slice_cols(qdim, kv_dim);
   const TensorView cos = cos_.slice_rows(0, n);
   const TensorView sin = sin_.slice_rows(0, n);
 
   FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln1, nm, config_.hidden_size, eps}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wq, {}, q}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wk, {}, k}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wv, {}, v}));
+  FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wq, wk, wv}, qkv));
   if (config_.qk_norm) {
     FERRY_ASSIGN_OR_RETURN(TensorView qn, weight(group, base, "q_norm"));
     FERRY_ASSIGN_OR_RETURN(TensorView kn, weight(group, base, "k_norm"));
     FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{q, qn, q, config_.head_dim, eps}));
     FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{k, kn, k, config_.head_dim, eps}));
   }
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Rope{q, cos, sin, heads, head_dim, RopeMath::bf16}));
-  FERRY_RETURN_IF_ERROR(
-      backend_->run(stream, Rope{k, cos, sin, kv_heads, head_dim, RopeMath::bf16}));
+  // q and k are adjacent columns and rotate alike (same tables and rounding): one op.
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, Rope{qkv.slice_cols(0, qdim + kv_dim), cos, sin,
+                                                   heads + kv_heads, head_dim, RopeMath::bf16}));
+  // This step's key | value rows go to their cache rows, which are read from device memory.
+  const TensorView kv_rows = kv_rows_.slice_rows(0, n);
+  FERRY_RETURN_IF_ERROR(backend_->run(
+      stream, ScatterRows{qkv.slice_cols(qdim, 2 * kv_dim), kv_rows, cache_.rows(layer)}));
 
+  // Over the whole capacity: the position read from the device limits the keys (causal).
   Attention att;
   att.q = q;
-  att.kv[0] = KvSpan{k_all.slice_rows(0, pos0 + n), v_all.slice_rows(0, pos0 + n)};
+  att.kv[0] = KvSpan{cache_.k(layer), cache_.v(layer)};
   att.num_spans = 1;
   att.out = attn_.slice_rows(0, n);
   att.num_heads = heads;
@@ -239,7 +245,7 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   att.head_dim = head_dim;
   att.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   att.causal = true;
-  att.q_pos0 = pos0;
+  att.q_pos0_dev = kv_rows.slice_rows(0, 1);
   FERRY_RETURN_IF_ERROR(backend_->run(stream, att));
 
   const TensorView proj = proj_.slice_rows(0, n);
@@ -247,12 +253,12 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
 
   FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln2, nm, config_.hidden_size, eps}));
-  const TensorView gate = gate_.slice_rows(0, n);
-  const TensorView up = up_.slice_rows(0, n);
+  const int64_t inter = config_.intermediate_size;
+  const TensorView gate_up = gate_up_.slice_rows(0, n);
   const TensorView act = act_.slice_rows(0, n);
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wg, {}, gate}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{nm, wu, {}, up}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, SwiGlu{gate, up, act}));
+  FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wg, wu}, gate_up));
+  FERRY_RETURN_IF_ERROR(backend_->run(
+      stream, SwiGlu{gate_up.slice_cols(0, inter), gate_up.slice_cols(inter, inter), act}));
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{act, wd, {}, proj}));
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
 

@@ -1,11 +1,16 @@
 // The Qwen3 / Qwen3-VL text model (spec §1–§2): token embedding, decoder layers for prefill and
 // decode over one KV cache, final norm + LM head on the last position.
 //
-// One forward step: begin_step(ids, positions) (uploads ids and positions, builds the rotary
-// tables), run_embed ("text.embed"), run_layer(ℓ) ("text.layers.ℓ") for every layer, run_head
-// ("text.head"). Each enqueues ops on the stream; the group's bytes live at `base`, and no weight
-// pointer is kept across calls. A prefill step may carry image embeddings and deepstack features
-// (set_visual), which apply to that step only.
+// One forward step: begin_step(ids, positions) (uploads ids, positions and the step's cache rows,
+// builds the rotary tables), run_embed ("text.embed"), run_layer(ℓ) ("text.layers.ℓ") for every
+// layer, run_head ("text.head"). Each enqueues ops on the stream; the group's bytes live at
+// `base`, and no weight pointer is kept across calls. A prefill step may carry image embeddings
+// and deepstack features (set_visual), which apply to that step only.
+//
+// A layer's ops read where the step sits in the cache from device memory (the cache rows to
+// write, the first query's position) and attend over the cache's whole capacity, so a decode
+// step's run_layer enqueues the same ops at every step: the executor may record it once and
+// replay it (decode_layer_is_replayable).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +89,7 @@ class TextDecoder {
   std::vector<int32_t> ids_host_;
   std::vector<int32_t> pos_host_;
   std::vector<int32_t> rows_host_;
+  std::vector<int32_t> kv_rows_host_;
 
   DeviceBuffer arena_;  // every activation below, carved at 256-byte offsets
   TensorView ids_;      // [max, 1] i32
@@ -91,13 +97,14 @@ class TextDecoder {
   TensorView cos_;      // [max, head_dim/2] f32
   TensorView sin_;      // [max, head_dim/2] f32
   TensorView rows_;     // [max, 1] i32 image rows
-  TensorView x_;        // [max, hidden] bf16 residual
-  TensorView norm_;     // [max, hidden] bf16
-  TensorView q_;        // [max, heads·head_dim] bf16
-  TensorView attn_;     // [max, heads·head_dim] bf16
-  TensorView proj_;     // [max, hidden] bf16 (o_proj, down_proj outputs)
-  TensorView gate_;     // [max, intermediate] bf16
-  TensorView up_;       // [max, intermediate] bf16
+  TensorView
+      kv_rows_;      // [max, 1] i32 cache rows of this step's tokens (row 0: the first's position)
+  TensorView x_;     // [max, hidden] bf16 residual
+  TensorView norm_;  // [max, hidden] bf16
+  TensorView qkv_;   // [max, (heads + 2·kv_heads)·head_dim] bf16: q | k | v
+  TensorView attn_;  // [max, heads·head_dim] bf16
+  TensorView proj_;  // [max, hidden] bf16 (o_proj, down_proj outputs)
+  TensorView gate_up_;  // [max, 2·intermediate] bf16: gate | up
   TensorView act_;      // [max, intermediate] bf16
   TensorView head_in_;  // [1, hidden] bf16
   TensorView logits_;   // [1, vocab] bf16

@@ -39,6 +39,10 @@ class TextGeneration {
 
   // Handles a text call (embedding, decoder_layer or lm_head group).
   Status run_call(Stream& stream, const Call& call, const WeightGroup& group, void* base);
+  // Decode layers (CallHandler::replayable): their ops read the step's position from the device.
+  static bool replayable(const Call& call, const WeightGroup& group) {
+    return call.phase == Phase::decode && group.kind == GroupKind::decoder_layer;
+  }
 
   const std::vector<int32_t>& prompt() const { return prompt_; }
   const RopePositions& positions() const { return positions_; }

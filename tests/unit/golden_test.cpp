@@ -205,5 +205,52 @@ TEST(Golden, SameBitsUnderRandomStreamDelays) {
   EXPECT_EQ(plain->actions_hash, delayed->actions_hash);
 }
 
+// Graphs: decode layers and expert layers are recorded at their first call and replayed after.
+// A replay reuses every pointer and parameter of the recording, so anything a layer still took
+// from the host (a position, a cache length, a row to write) would be stale from the second step
+// on and change the tokens or the actions. With and without graphs, the bits must be the same.
+TEST(Golden, GraphsOnAndOffGiveTheSameBits) {
+  for (const char* name : {"alpamayo-tiny", "qwen3-tiny"}) {
+    SCOPED_TRACE(name);
+    TinyModel m(name);
+    Workload w;
+    const bool vision = std::string(name) == "alpamayo-tiny";
+    w.num_images = vision ? 1 : 0;
+    w.image_height = 64;
+    w.image_width = 64;
+    w.prompt_tokens = 70;
+    w.gen_tokens = 6;
+    w.flow_steps = vision ? 3 : 0;
+    w.seed = 9;
+    InferenceOptions on;
+    on.keep_all_logits = true;
+    InferenceOptions off = on;
+    off.exec.graphs = false;
+    auto a = m.run(w, on);
+    ASSERT_TRUE(a.ok()) << a.error().to_string();
+    auto b = m.run(w, off);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    EXPECT_EQ(a->tokens, b->tokens);
+    EXPECT_EQ(a->step_logits, b->step_logits);
+    EXPECT_EQ(a->logits_hash, b->logits_hash);
+    EXPECT_EQ(a->actions_hash, b->actions_hash);
+
+    const int64_t layers = m.config().text().num_layers;
+    const auto decode = static_cast<size_t>(Phase::decode);
+    const int64_t steps = b->times.calls[decode] / (layers + 2);  // embed, layers, head
+    ASSERT_GE(steps, 2);
+    EXPECT_EQ(a->times.recorded[decode], layers);
+    EXPECT_EQ(a->times.replayed[decode], layers * (steps - 1));
+    EXPECT_EQ(b->times.recorded[decode], 0);
+    EXPECT_EQ(b->times.replayed[decode], 0);
+    if (vision) {
+      const auto expert = static_cast<size_t>(Phase::expert);
+      const int64_t xl = m.config().alpamayo()->expert.num_layers;
+      EXPECT_EQ(a->times.recorded[expert], xl);
+      EXPECT_EQ(a->times.replayed[expert], xl * (w.flow_steps - 1));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry

@@ -8,7 +8,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_streams.h"
@@ -36,6 +39,25 @@ size_t physical_memory_bytes() {
   const long page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return 0;
   return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
+// A recording: the closures a capturing stream collected, enqueued again on every launch.
+class CpuGraph final : public Graph {
+ public:
+  explicit CpuGraph(std::vector<std::function<Status()>> items) : items_(std::move(items)) {}
+  const std::vector<std::function<Status()>>& items() const { return items_; }
+
+ private:
+  std::vector<std::function<Status()>> items_;
+};
+
+// Host copies, events and synchronization cannot be part of a recording (as on CUDA, where a
+// captured copy from pageable memory is refused): the first one fails the capture.
+bool refuse_while_capturing(cpu::CpuStream& s, std::string_view what) {
+  if (!s.capturing()) return false;
+  s.fail_capture(make_error(ErrorCode::invalid_argument,
+                            "cpu: " + std::string(what) + " cannot be recorded in a graph"));
+  return true;
 }
 
 class CpuBackend final : public Backend {
@@ -80,9 +102,11 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Event> create_event() override { return std::make_unique<cpu::CpuEvent>(); }
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
+    if (refuse_while_capturing(as_cpu(stream), "a copy from the host")) return;
     enqueue_copy(stream, dst, host_src, bytes);
   }
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override {
+    if (refuse_while_capturing(as_cpu(stream), "a copy to the host")) return;
     enqueue_copy(stream, host_dst, src, bytes);
   }
   void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) override {
@@ -102,7 +126,25 @@ class CpuBackend final : public Backend {
     return Status();
   }
 
+  Status begin_capture(Stream& stream) override { return as_cpu(stream).begin_capture(); }
+
+  Result<std::unique_ptr<Graph>> end_capture(Stream& stream) override {
+    FERRY_ASSIGN_OR_RETURN(auto items, as_cpu(stream).end_capture());
+    return std::unique_ptr<Graph>(std::make_unique<CpuGraph>(std::move(items)));
+  }
+
+  Status launch(Stream& stream, const Graph& graph) override {
+    const auto* g = dynamic_cast<const CpuGraph*>(&graph);
+    if (g == nullptr) {
+      return make_error(ErrorCode::invalid_argument, "cpu: graph was not recorded by this backend");
+    }
+    cpu::CpuStream& s = as_cpu(stream);
+    for (const auto& item : g->items()) s.enqueue(item);
+    return Status();
+  }
+
   void record(Event& event, Stream& stream) override {
+    if (refuse_while_capturing(as_cpu(stream), "an event record")) return;
     std::shared_ptr<cpu::EventState> state = as_cpu(event).state();
     uint64_t generation = 0;
     {
@@ -120,6 +162,7 @@ class CpuBackend final : public Backend {
   }
 
   void wait(Stream& stream, Event& event) override {
+    if (refuse_while_capturing(as_cpu(stream), "an event wait")) return;
     std::shared_ptr<cpu::EventState> state = as_cpu(event).state();
     uint64_t target = 0;
     {
@@ -134,7 +177,12 @@ class CpuBackend final : public Backend {
     });
   }
 
-  Status synchronize(Stream& stream) override { return as_cpu(stream).synchronize(); }
+  Status synchronize(Stream& stream) override {
+    if (as_cpu(stream).capturing()) {
+      return make_error(ErrorCode::invalid_argument, "cpu: synchronize on a capturing stream");
+    }
+    return as_cpu(stream).synchronize();
+  }
 
   Status synchronize(Event& event) override {
     const std::shared_ptr<cpu::EventState>& state = as_cpu(event).state();

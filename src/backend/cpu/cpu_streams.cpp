@@ -19,6 +19,10 @@ CpuStream::~CpuStream() {
 void CpuStream::enqueue(std::function<Status()> item) {
   {
     std::lock_guard lock(mutex_);
+    if (recording_) {
+      recording_->push_back(std::move(item));
+      return;
+    }
     queue_.push_back(std::move(item));
     ++enqueued_;
   }
@@ -33,6 +37,38 @@ Status CpuStream::synchronize() {
   Error e = std::move(*error_);
   error_.reset();
   return e;
+}
+
+Status CpuStream::begin_capture() {
+  std::lock_guard lock(mutex_);
+  if (recording_)
+    return make_error(ErrorCode::invalid_argument, "cpu: stream is already capturing");
+  recording_.emplace();
+  capture_error_.reset();
+  return Status();
+}
+
+Result<std::vector<std::function<Status()>>> CpuStream::end_capture() {
+  std::lock_guard lock(mutex_);
+  if (!recording_) return make_error(ErrorCode::invalid_argument, "cpu: stream is not capturing");
+  std::vector<std::function<Status()>> items = std::move(*recording_);
+  recording_.reset();
+  if (capture_error_) {
+    Error e = std::move(*capture_error_);
+    capture_error_.reset();
+    return e;
+  }
+  return items;
+}
+
+bool CpuStream::capturing() const {
+  std::lock_guard lock(mutex_);
+  return recording_.has_value();
+}
+
+void CpuStream::fail_capture(Error error) {
+  std::lock_guard lock(mutex_);
+  if (!capture_error_) capture_error_ = std::move(error);
 }
 
 void CpuStream::loop() {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -36,16 +37,26 @@ class CpuStream final : public Stream {
   // Blocks until every item enqueued so far has run; returns and clears the stored error.
   Status synchronize();
 
+  // Recording (Backend::begin_capture): while on, enqueue() appends to the recording instead of
+  // the queue. fail_capture() marks a call that cannot be recorded; end_capture() returns the
+  // first such error or the recorded items.
+  Status begin_capture();
+  Result<std::vector<std::function<Status()>>> end_capture();
+  bool capturing() const;
+  void fail_capture(Error error);
+
  private:
   void loop();
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::deque<std::function<Status()>> queue_;
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;
   std::optional<Error> error_;
+  std::optional<std::vector<std::function<Status()>>> recording_;
+  std::optional<Error> capture_error_;
   bool stopping_ = false;
   int max_delay_us_ = 0;
   std::mt19937_64 rng_;

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
@@ -28,6 +29,27 @@ CudaStream& as_cuda(Stream& s) {
 }
 CudaEvent& as_cuda(Event& e) {
   return static_cast<CudaEvent&>(e);
+}
+
+// An instantiated CUDA graph of what one stream enqueued during a capture.
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(UniqueGraph graph, UniqueGraphExec exec)
+      : graph_(std::move(graph)), exec_(std::move(exec)) {}
+  cudaGraphExec_t exec() const { return exec_.get(); }
+
+ private:
+  UniqueGraph graph_;
+  UniqueGraphExec exec_;
+};
+
+// Host copies, events and synchronization are kept out of recordings (the CPU backend refuses
+// them too, so a model that records one fails on every machine, not only on a GPU).
+bool refuse_while_capturing(CudaStream& s, std::string_view what) {
+  if (!s.capturing()) return false;
+  s.note(make_error(ErrorCode::invalid_argument,
+                    "cuda: " + std::string(what) + " cannot be recorded in a graph"));
+  return true;
 }
 
 class CudaBackend final : public Backend {
@@ -75,6 +97,7 @@ class CudaBackend final : public Backend {
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
     auto& s = as_cuda(stream);
+    if (refuse_while_capturing(s, "a copy from the host")) return;
     if (bytes == 0 || !s.error().ok()) return;
     s.note(FERRY_CUDA_STATUS(
         cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, s.handle())));
@@ -82,6 +105,7 @@ class CudaBackend final : public Backend {
 
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override {
     auto& s = as_cuda(stream);
+    if (refuse_while_capturing(s, "a copy to the host")) return;
     if (bytes == 0 || !s.error().ok()) return;
     s.note(FERRY_CUDA_STATUS(
         cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, s.handle())));
@@ -114,8 +138,47 @@ class CudaBackend final : public Backend {
     return run_cuda_op(ctx, op);
   }
 
+  Status begin_capture(Stream& stream) override {
+    auto& s = as_cuda(stream);
+    if (s.capturing()) return make_error(ErrorCode::invalid_argument, "cuda: already capturing");
+    if (!s.error().ok()) return s.take_error();
+    // Thread-local mode: only this thread's unsafe calls (cudaMalloc, ...) break the capture.
+    FERRY_CUDA_CHECK(cudaStreamBeginCapture(s.handle(), cudaStreamCaptureModeThreadLocal));
+    s.set_capturing(true);
+    return Status();
+  }
+
+  Result<std::unique_ptr<Graph>> end_capture(Stream& stream) override {
+    auto& s = as_cuda(stream);
+    if (!s.capturing()) return make_error(ErrorCode::invalid_argument, "cuda: not capturing");
+    s.set_capturing(false);
+    cudaGraph_t g = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(s.handle(), &g);
+    UniqueGraph graph(g);
+    // Nothing recorded has run, so an error noted during the capture belongs to the capture.
+    FERRY_RETURN_IF_ERROR(s.take_error());
+    FERRY_CUDA_CHECK(end);
+    cudaGraphExec_t exec = nullptr;
+    FERRY_CUDA_CHECK(cudaGraphInstantiate(&exec, graph.get(), 0));
+    return std::unique_ptr<Graph>(
+        std::make_unique<CudaGraph>(std::move(graph), UniqueGraphExec(exec)));
+  }
+
+  Status launch(Stream& stream, const Graph& graph) override {
+    auto& s = as_cuda(stream);
+    const auto* g = dynamic_cast<const CudaGraph*>(&graph);
+    if (g == nullptr) {
+      return make_error(ErrorCode::invalid_argument,
+                        "cuda: graph was not recorded by this backend");
+    }
+    if (!s.error().ok()) return s.error();
+    FERRY_CUDA_CHECK(cudaGraphLaunch(g->exec(), s.handle()));
+    return Status();
+  }
+
   void record(Event& event, Stream& stream) override {
     auto& s = as_cuda(stream);
+    if (refuse_while_capturing(s, "an event record")) return;
     auto& e = as_cuda(event);
     if (!e.error().ok()) return s.note(e.error());
     if (!s.error().ok()) return;
@@ -124,6 +187,7 @@ class CudaBackend final : public Backend {
 
   void wait(Stream& stream, Event& event) override {
     auto& s = as_cuda(stream);
+    if (refuse_while_capturing(s, "an event wait")) return;
     auto& e = as_cuda(event);
     if (!e.error().ok()) return s.note(e.error());
     if (!s.error().ok()) return;
@@ -132,6 +196,9 @@ class CudaBackend final : public Backend {
 
   Status synchronize(Stream& stream) override {
     auto& s = as_cuda(stream);
+    if (s.capturing()) {
+      return make_error(ErrorCode::invalid_argument, "cuda: synchronize on a capturing stream");
+    }
     if (s.handle() == nullptr) return s.error();
     const Status sync = FERRY_CUDA_STATUS(cudaStreamSynchronize(s.handle()));
     Status first = s.take_error();

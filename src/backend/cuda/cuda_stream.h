@@ -32,10 +32,15 @@ class CudaStream final : public Stream {
   }
   const Status& error() const { return error_; }
 
+  // Between Backend::begin_capture and end_capture.
+  bool capturing() const { return capturing_; }
+  void set_capturing(bool on) { capturing_ = on; }
+
  private:
   UniqueStream stream_;
   DeviceMemory workspace_;
   Status error_;
+  bool capturing_ = false;
 };
 
 class CudaEvent final : public Event {
