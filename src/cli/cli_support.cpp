@@ -32,4 +32,16 @@ Result<OpenModel> open_model(const std::string& dir) {
   return OpenModel{std::move(config), std::move(weights), std::move(checkpoint)};
 }
 
+void add_graphs_option(CLI::App* cmd, bool* graphs) {
+  cmd->add_option_function<std::string>(
+         "--graphs",
+         [graphs](const std::string& v) {
+           if (v != "on" && v != "off") throw CLI::ValidationError("--graphs", "on or off");
+           *graphs = v == "on";
+         },
+         "Record decode and flow-step layers once and replay them: on (default) or off; the "
+         "output is the same either way")
+      ->type_name("on|off");
+}
+
 }  // namespace ferry::cli

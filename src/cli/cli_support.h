@@ -37,6 +37,9 @@ class Reporter {
 // `flag` empty: CUDA when it is compiled in and a device is visible, else the CPU.
 Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag);
 
+// --graphs on|off (default on): record replayable calls once and replay them.
+void add_graphs_option(CLI::App* cmd, bool* graphs);
+
 struct OpenModel {
   ModelConfig config;
   ModelWeights weights;

@@ -37,6 +37,7 @@ struct BenchArgs {
   std::optional<int64_t> tokens;
   std::optional<int64_t> steps;
   bool json = false;
+  bool graphs = true;
 };
 
 const Reporter report{"bench"};
@@ -105,7 +106,10 @@ void bench(const BenchArgs& a) {
       std::fprintf(stderr, "bench: %s %d/%d\n", i < a.warmup ? "warm-up" : "run",
                    i < a.warmup ? i + 1 : i - a.warmup + 1, i < a.warmup ? a.warmup : a.runs);
     }
-    InferenceResult r = report.check(run_inference(*backend, config, weights, resident, w, {}));
+    InferenceOptions options;
+    options.exec.graphs = a.graphs;
+    InferenceResult r =
+        report.check(run_inference(*backend, config, weights, resident, w, options));
     if (i >= a.warmup) results.push_back(std::move(r));
   }
   const InferenceResult& first = results.front();
@@ -154,6 +158,12 @@ void bench(const BenchArgs& a) {
                     {"gemm_size", limits.gemm_size},
                     {"copy_bandwidth_gbs", limits.copy_bandwidth / 1e9},
                     {"copy_bytes", limits.copy_bytes}};
+    int64_t recorded = 0, replayed = 0;
+    for (size_t s = 0; s < 4; ++s) {
+      recorded += first.times.recorded[s];
+      replayed += first.times.replayed[s];
+    }
+    j["graphs"] = {{"on", a.graphs}, {"recorded_calls", recorded}, {"replayed_calls", replayed}};
     j["weights_bytes"] = resident.bytes();
     j["load_s"] = resident.load_seconds();
     for (size_t s = 0; s < 5; ++s) {
@@ -183,6 +193,17 @@ void bench(const BenchArgs& a) {
   std::printf("\nmachine:  BF16 GEMM %.3g TFLOP/s (%lld^3, measured), copy %.1f GB/s (measured)\n",
               limits.gemm_flops / 1e12, static_cast<long long>(limits.gemm_size),
               limits.copy_bandwidth / 1e9);
+  if (a.graphs) {
+    int64_t recorded = 0, replayed = 0;
+    for (size_t s = 0; s < 4; ++s) {
+      recorded += first.times.recorded[s];
+      replayed += first.times.replayed[s];
+    }
+    std::printf("graphs:   on, per run %lld calls recorded, %lld replayed\n",
+                static_cast<long long>(recorded), static_cast<long long>(replayed));
+  } else {
+    std::printf("graphs:   off (every op launched one by one)\n");
+  }
   std::printf("weights:  %.2f GB resident, loaded in %.2f s\n\n",
               static_cast<double>(resident.bytes()) / 1e9, resident.load_seconds());
   std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s\n", "stage", "median", "min", "max", "floor",
@@ -222,6 +243,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "Tokens to generate (default 21 full-size)");
   cmd->add_option("--steps", args->steps, "Flow-matching steps (Alpamayo)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  add_graphs_option(cmd, &args->graphs);
   cmd->callback([args] { bench(*args); });
 }
 

@@ -38,6 +38,7 @@ struct RunArgs {
   std::optional<float> temperature;
   std::optional<float> top_p;
   bool json = false;
+  bool graphs = true;
   bool dry_run = false;
   std::string dump_logits;
   std::string dump_inputs;
@@ -156,6 +157,7 @@ void run(const RunArgs& a) {
   InferenceOptions opts;
   opts.keep_all_logits = !a.dump_logits.empty();
   opts.keep_inputs = !a.dump_inputs.empty();
+  opts.exec.graphs = a.graphs;
   const InferenceResult r =
       report.check(run_inference(*backend, config, weights, resident, w, opts));
   if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
@@ -238,6 +240,7 @@ void add_run_command(CLI::App& app) {
   auto* top_p = cmd->add_option("--top-p", args->top_p, "Top-p (nucleus) threshold");
   greedy->excludes(temp)->excludes(top_p);
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  add_graphs_option(cmd, &args->graphs);
   cmd->add_flag("--dry-run", args->dry_run, "Print the call sequence and exit");
   cmd->add_option("--dump-logits", args->dump_logits,
                   "Write [1 + decode steps, vocab] f32 logits (.npy): prefill's last position, "

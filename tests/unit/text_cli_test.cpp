@@ -99,5 +99,25 @@ TEST_F(RunCli, DryRunAndErrors) {
   EXPECT_NE(missing.err.find("ferry run:"), std::string::npos) << missing.err;
 }
 
+TEST_F(RunCli, GraphsFlagChangesNothingInTheOutput) {
+  const testing::CliRun on = ferry_run("--json --tokens 5 --graphs on --backend cpu");
+  const testing::CliRun off = ferry_run("--json --tokens 5 --graphs off --backend cpu");
+  ASSERT_EQ(on.code, 0) << on.err;
+  ASSERT_EQ(off.code, 0) << off.err;
+  auto field = [](const std::string& out, const std::string& key) {
+    const size_t end = out.find_last_not_of('\n');
+    const size_t begin = out.rfind('\n', end);
+    const nlohmann::json j =
+        nlohmann::json::parse(out.substr(begin == std::string::npos ? 0 : begin + 1));
+    return j.at(key).dump();
+  };
+  EXPECT_EQ(field(on.out, "tokens"), field(off.out, "tokens"));
+  EXPECT_EQ(field(on.out, "logits_hash"), field(off.out, "logits_hash"));
+  const testing::CliRun bad = ferry_run("--graphs maybe");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_FALSE(bad.signaled);
+  EXPECT_NE(bad.err.find("on or off"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace ferry
