@@ -89,15 +89,19 @@ stage_compare_ar1() {  # issue 4: Alpamayo-R1-10B's language model, full size, r
     --model "$models/alpamayo-r1-10b" --backend cuda --images 16 --image-size 320x576 \
     --prompt-tokens 3007 --tokens 21
 }
-bench_one() {
-  synth "$1" >"$LOGS/synth_$1.log" 2>&1
-  step "bench_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 3 --json
+bench_one() {  # bench_one PRESET [SUFFIX ARGS...]
+  local preset=$1 suffix=${2:-}
+  shift; shift || true
+  synth "$preset" >"$LOGS/synth_$preset.log" 2>&1
+  step "bench_$preset$suffix" 400 "$build/ferry" bench --model "$models/$preset" --runs 3 --json "$@"
 }
 peer_one() {
   synth "$1" >/dev/null 2>&1
   step "peer_$1" 400 python3 bench/peer_transformers.py --model "$models/$1" --runs 3 --json
 }
 stage_bench_ar1() { bench_one alpamayo-r1-10b; }
+stage_bench_ar1_nographs() { bench_one alpamayo-r1-10b _nographs --graphs off; }
+stage_bench_8b_nographs() { bench_one qwen3-8b _nographs --graphs off; }
 stage_peer_ar1() { peer_one alpamayo-r1-10b; }
 stage_bench_8b() { bench_one qwen3-8b; }
 stage_peer_8b() { peer_one qwen3-8b; }
@@ -109,3 +113,16 @@ done
 echo
 echo "== gpu_check on $(sed -n 2p "$LOGS/gpu.txt")"
 printf '%s\n' "${table[@]}"
+# Stage medians of every bench that ran (ms; floor/time in %).
+python3 - "$LOGS"/bench_*.log <<'PY' 2>/dev/null | tee "$OUT/bench_summary.txt"
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        j = json.loads(open(path).read().strip().splitlines()[-1])
+    except Exception:
+        continue
+    row = [path.rsplit("/", 1)[-1][6:-4], "graphs=" + str(j.get("graphs", {}).get("on"))]
+    for name, st in j["stages"].items():
+        row.append(f"{name} {st['median_s']*1e3:.1f}ms ({100*st['floor_s']/st['median_s']:.0f}%)")
+    print(" | ".join(row))
+PY

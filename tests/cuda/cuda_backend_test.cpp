@@ -182,5 +182,62 @@ TEST(CudaGraph, CaptureReplayAndUpdate) {
   EXPECT_TRUE(gpu().synchronize(*stream).ok());
 }
 
+// Backend::begin_capture / end_capture / launch: the same contract as the CPU backend's
+// (tests/unit/graph_test.cpp): nothing runs at capture, replays re-read device memory, host copies
+// and synchronization fail the capture and leave the stream usable.
+TEST(CudaGraph, BackendCaptureReplaysAndRefusesHostWork) {
+  SKIP_WITHOUT_CUDA();
+  auto stream = gpu().create_stream();
+  const int64_t n = 1000;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  auto bd = gpu().allocate(bytes);
+  auto bs = gpu().allocate(bytes);
+  ASSERT_TRUE(bd.ok() && bs.ok());
+  std::vector<float> d0(static_cast<size_t>(n)), s0(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    d0[static_cast<size_t>(i)] = static_cast<float>(i % 13);
+    s0[static_cast<size_t>(i)] = static_cast<float>(i % 7) - 3.0f;
+  }
+  gpu().copy_to_device(*stream, bd->data(), d0.data(), bytes);
+  gpu().copy_to_device(*stream, bs->data(), s0.data(), bytes);
+  ASSERT_TRUE(gpu().synchronize(*stream).ok());
+  const TensorView dst = make_view(bd->data(), DType::f32, 1, n);
+  const TensorView src = make_view(bs->data(), DType::f32, 1, n);
+  auto download = [&] {
+    std::vector<float> h(static_cast<size_t>(n));
+    gpu().copy_to_host(*stream, h.data(), bd->data(), bytes);
+    FERRY_CHECK(gpu().synchronize(*stream).ok(), "download");
+    return h;
+  };
+
+  ASSERT_TRUE(gpu().begin_capture(*stream).ok());
+  ASSERT_TRUE(gpu().run(*stream, Add{dst, src}).ok());
+  auto graph = gpu().end_capture(*stream);
+  ASSERT_TRUE(graph.ok()) << graph.error().to_string();
+  EXPECT_EQ(download(), d0) << "capture must not run";
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
+  std::vector<float> want = d0;
+  for (size_t i = 0; i < want.size(); ++i) want[i] += 2.0f * s0[i];
+  EXPECT_EQ(download(), want);
+
+  std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  gpu().copy_to_device(*stream, bs->data(), ones.data(), bytes);
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
+  for (float& v : want) v += 1.0f;
+  EXPECT_EQ(download(), want) << "a replay reads src when it runs";
+
+  ASSERT_TRUE(gpu().begin_capture(*stream).ok());
+  gpu().copy_to_device(*stream, bs->data(), ones.data(), bytes);
+  EXPECT_FALSE(gpu().synchronize(*stream).ok());
+  auto refused = gpu().end_capture(*stream);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("copy from the host"), std::string::npos)
+      << refused.error().to_string();
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());  // usable after the failed capture
+  for (float& v : want) v += 1.0f;
+  EXPECT_EQ(download(), want);
+}
+
 }  // namespace
 }  // namespace ferry::cuda_test
