@@ -71,13 +71,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
   }
 
   // Key range of this split, cut at the last key any row of the block may see.
+  const int64_t q_pos0 = attn_q_pos0(p);
   const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
   int64_t ke = kb + p.keys_per_split;
   if (ke > p.keys) ke = p.keys;
   if (p.causal) {
     int64_t last_row = row0 + kRows - 1;
     if (last_row >= total_rows) last_row = total_rows - 1;
-    const int64_t limit = p.q_pos0 + last_row / p.group + 1;
+    const int64_t limit = q_pos0 + last_row / p.group + 1;
     if (ke > limit) ke = limit;
   }
 
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
       if (gr >= total_rows) continue;  // warp-uniform
       const int64_t qi = gr / p.group;
       const int64_t key = t0 + lane;
-      const bool visible = key < ke && (!p.causal || key <= p.q_pos0 + qi);
+      const bool visible = key < ke && (!p.causal || key <= q_pos0 + qi);
       // Four interleaved partial sums (d mod 4), then ((0 + 1) + (2 + 3)): a fixed order with a
       // quarter of the dependent-FMA latency of one chain.
       float dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -338,6 +339,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   p.scale_log2 = op.scale * 1.4426950408889634f;  // log2(e): softmax runs in base 2
   p.causal = op.causal;
   p.q_pos0 = op.q_pos0;
+  p.q_pos0_dev = op.q_pos0_dev.empty() ? nullptr : ptr<const int32_t>(op.q_pos0_dev);
 
   // Tensor cores when the head_dim has a padded instance, the rows fill at least half a block,
   // and K/V rows allow 16-byte loads; otherwise the CUDA-core kernel (any head_dim <= 128).

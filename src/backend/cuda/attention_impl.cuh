@@ -28,10 +28,17 @@ struct AttnParams {
   float scale_log2;  // scale · log2(e): scores are kept in base 2, p = 2^(s − m)
   bool causal;
   int64_t q_pos0;
+  const int32_t* q_pos0_dev;  // when set, q_pos0 is read from here as the kernel runs
   int64_t keys_per_split;
   float* part_acc;  // [splits][seq*heads][head_dim], null when one split
   float* part_ml;   // [splits][seq*heads][2]: running max m (base 2) and sum l
 };
+
+// Query 0's causal position: the device value when the op has one (read when the kernel runs, so
+// one captured graph serves every decode step), else the host value.
+__device__ __forceinline__ int64_t attn_q_pos0(const AttnParams& p) {
+  return p.q_pos0_dev != nullptr ? int64_t{*p.q_pos0_dev} : p.q_pos0;
+}
 
 // Rows (query, head-of-group pairs) per block of the tensor-core kernel.
 inline constexpr int kMmaRows = 64;

@@ -109,13 +109,14 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
   }
 
   // Key range of this split, cut at the last key any row of the block may see.
+  const int64_t q_pos0 = attn_q_pos0(p);
   const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
   int64_t ke = kb + p.keys_per_split;
   if (ke > p.keys) ke = p.keys;
   if (p.causal) {
     int64_t last_row = row0 + kMmaRows - 1;
     if (last_row >= total_rows) last_row = total_rows - 1;
-    const int64_t limit = p.q_pos0 + last_row / p.group + 1;
+    const int64_t limit = q_pos0 + last_row / p.group + 1;
     if (ke > limit) ke = limit;
   }
 
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int64_t lim = ke;
-    if (p.causal && p.q_pos0 + qi[h] + 1 < lim) lim = p.q_pos0 + qi[h] + 1;
+    if (p.causal && q_pos0 + qi[h] + 1 < lim) lim = q_pos0 + qi[h] + 1;
     limit[h] = row_ok[h] ? lim : kb;
   }
 
