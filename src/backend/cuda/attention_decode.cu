@@ -5,11 +5,11 @@
 // ≈ 2.5 MB, ~20 KB per SM). The general kernels keep one register-staged tile per block in
 // flight (a few KB); this one:
 //
-// - Grid: x = key split of kSplit keys, y = kv head. The split count is ceil(keys / kSplit) with
+// - Grid: x = kv head, y = key split of kSplit keys. The split count is ceil(keys / kSplit) with
 //   keys = the spans' rows (the cache capacity), never the visible keys: one captured graph
 //   serves every q_pos0_dev. A block whose split lies past the last visible key exits at once,
-//   writing an empty partial (m = −inf, l = 0). Splits go in x, so the live (low) splits are
-//   dispatched first.
+//   writing an empty partial (m = −inf, l = 0). Blocks are dispatched in x-fastest order, so
+//   every kv head's live (low) splits go out before any dead one takes a slot.
 // - Loads: the block requests its whole split up front with cp.async (16 bytes each, straight
 //   to shared memory, zero-fill past the visible keys, which are never read): kSplit·head_dim·4
 //   bytes, 64 KB for 128 keys of head_dim 128, two blocks per SM. K is one commit group and V
@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
   const int lane = tid % 32;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int kvh = static_cast<int>(blockIdx.y);
-  const int64_t split = blockIdx.x;
+  const int kvh = static_cast<int>(blockIdx.x);
+  const int64_t split = blockIdx.y;
   const int rows = static_cast<int>(p.seq) * p.group;  // <= kRows (checked on the host)
   const int64_t q_pos0 = attn_q_pos0(p);
   const int64_t kb = split * kSplit;
@@ -464,7 +464,7 @@ Status launch_decode(const AttnParams& p, int64_t splits, int kv_heads, cudaStre
     return make_error(ErrorCode::backend, std::string("attention_decode: shared memory opt-in: ") +
                                               cudaGetErrorString(opt_in));
   }
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(kv_heads));
+  const dim3 grid(static_cast<unsigned>(kv_heads), static_cast<unsigned>(splits));
   attention_decode_kernel<D, kSplit><<<grid, kThreads, kSmem, stream>>>(p);
   return launch_status("attention_decode_kernel");
 }
@@ -482,6 +482,8 @@ Status launch_decode_dim(const AttnParams& p, int split_keys, int64_t splits, in
   }
 }
 
+constexpr int64_t kMaxSplits = 65535;  // the grid's y limit
+
 bool vec16(const TensorView& v) {
   return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.stride() % 8 == 0;
 }
@@ -493,10 +495,12 @@ bool attention_decode_fits(const Attention& op) {
   if (op.num_kv_heads <= 0 || op.num_heads % op.num_kv_heads != 0) return false;
   const int64_t group = op.num_heads / op.num_kv_heads;
   if (op.q.rows < 1 || op.q.rows * group > kDecodeMaxRows) return false;
+  int64_t keys = 0;
   for (int s = 0; s < op.num_spans; ++s) {
     if (!vec16(op.kv[s].k) || !vec16(op.kv[s].v)) return false;
+    keys += op.kv[s].k.rows;
   }
-  return true;
+  return attention_decode_splits(keys, kDecodeSplitKeys) <= kMaxSplits;
 }
 
 int64_t attention_decode_splits(int64_t keys, int split_keys) {
@@ -539,7 +543,7 @@ Status run_attention_decode(const OpContext& ctx, const Attention& op, int split
   p.keys_per_split = split_keys;
 
   const int64_t splits = attention_decode_splits(keys, split_keys);
-  if (splits > 0x7fffffff) return make_error(ErrorCode::unsupported, "attention: too many keys");
+  if (splits > kMaxSplits) return make_error(ErrorCode::unsupported, "attention: too many keys");
   const int64_t prow = p.seq * p.heads;
   StreamScratch scratch;
   if (splits > 1) {
