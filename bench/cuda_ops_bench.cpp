@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -14,8 +15,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_graph.h"
+#include "backend/cuda/cuda_stream.h"
 #include "core/bf16.h"
 
 namespace {
@@ -29,13 +32,14 @@ struct Bench {
   ferry::Stream& stream;
   std::vector<ferry::DeviceBuffer> keep;
 
-  void* buffer(size_t bytes) {
+  // A device buffer whose first `fill` bytes (all by default) are random bf16 values.
+  void* buffer(size_t bytes, size_t fill = SIZE_MAX) {
     auto b = be.allocate(bytes);
     if (!b.ok()) {
       std::fprintf(stderr, "allocate: %s\n", b.error().to_string().c_str());
       std::exit(1);
     }
-    std::vector<uint16_t> host(bytes / 2);
+    std::vector<uint16_t> host(std::min(bytes, fill) / 2);
     std::mt19937 gen(static_cast<unsigned>(keep.size() + 1));
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (auto& h : host) h = ferry::f32_to_bf16(dist(gen));
@@ -48,11 +52,14 @@ struct Bench {
   // Seconds per call: `reps` calls enqueued back to back, then one synchronize (so host round
   // trips are not counted); the median of 5 such batches after a warm-up batch.
   double time(const ferry::Op& op, int reps = 20) {
+    return time_body([&] { return be.run(stream, op); }, reps);
+  }
+  double time_body(const std::function<ferry::Status()>& body, int reps = 20) {
     std::vector<double> t;
     for (int batch = 0; batch < 6; ++batch) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) {
-        const ferry::Status st = be.run(stream, op);
+        const ferry::Status st = body();
         if (!st.ok()) {
           std::fprintf(stderr, "op failed: %s\n", st.error().to_string().c_str());
           std::exit(1);
@@ -73,8 +80,11 @@ struct Bench {
   // Seconds per call on the GPU alone: `reps` calls captured into one CUDA graph, the graph
   // replayed 6 times (first is warm-up), median of the rest. No host work per call.
   double time_graph(const ferry::Op& op, int reps = 20) {
+    return time_graph_body([&] { return be.run(stream, op); }, reps);
+  }
+  double time_graph_body(const std::function<ferry::Status()>& body, int reps = 20) {
     auto graph = ferry::cuda::GraphExec::capture(stream, [&]() -> ferry::Status {
-      for (int i = 0; i < reps; ++i) FERRY_RETURN_IF_ERROR(be.run(stream, op));
+      for (int i = 0; i < reps; ++i) FERRY_RETURN_IF_ERROR(body());
       return ferry::Status();
     });
     if (!graph.ok()) {
@@ -121,6 +131,48 @@ ferry::Op attention(Bench& b, int64_t s, int64_t l, int h, int kv, int d, bool c
   a.causal = causal;
   a.q_pos0 = l - s;
   return a;
+}
+
+// Decode steps as the graph-captured executor runs them: the spans are the whole KV cache
+// (`capacity` rows) and q_pos0 = L − 1 comes from a device int, so only L keys are read. One op
+// per layer, each with its own cache, so that the calls cycling through them read K/V from HBM
+// (8 layers × L=3000 is 98 MB of visible K/V, twice the H200's 50 MB L2), as a real step does.
+std::vector<ferry::Attention> decode_layers(Bench& b, int64_t l, int64_t capacity, int layers) {
+  const int h = 32;
+  const int kv = 8;
+  const int d = 128;
+  void* pos = b.buffer(256);
+  const auto p = static_cast<int32_t>(l - 1);
+  b.be.copy_to_device(b.stream, pos, &p, 4);
+  (void)b.be.synchronize(b.stream);
+  const auto cache_bytes = static_cast<size_t>(capacity * kv * d) * 2;
+  const auto visible_bytes = static_cast<size_t>(l * kv * d) * 2;
+  std::vector<ferry::Attention> ops;
+  for (int i = 0; i < layers; ++i) {
+    ferry::Attention a;
+    a.q = make_view(b.buffer(static_cast<size_t>(h * d) * 2), DType::bf16, 1, h * d);
+    a.kv[0].k = make_view(b.buffer(cache_bytes, visible_bytes), DType::bf16, capacity, kv * d);
+    a.kv[0].v = make_view(b.buffer(cache_bytes, visible_bytes), DType::bf16, capacity, kv * d);
+    a.out = make_view(b.buffer(static_cast<size_t>(h * d) * 2), DType::bf16, 1, h * d);
+    a.q_pos0_dev = make_view(pos, DType::i32, 1, 1);
+    a.num_heads = h;
+    a.num_kv_heads = kv;
+    a.head_dim = d;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+    a.causal = true;
+    ops.push_back(a);
+  }
+  return ops;
+}
+
+// Time per call enqueued and in a graph, and the graph rate over the visible K/V bytes against
+// the ~4.3 TB/s measured copy rate of the H200.
+void decode_row(const std::string& name, Bench& b, const std::function<ferry::Status()>& body,
+                double kv_bytes, bool enqueued = true) {
+  const double host = enqueued ? b.time_body(body) : 0.0;
+  const double sec = b.time_graph_body(body);
+  std::printf("%-44s %9.1f us %9.1f us %8.2f TB/s\n", name.c_str(), host * 1e6, sec * 1e6,
+              kv_bytes / sec / 1e12);
 }
 
 ferry::Op linear(Bench& b, int64_t m, int64_t n, int64_t k) {
@@ -176,6 +228,33 @@ int main() {
             " H=" + std::to_string(a.h) + "/" + std::to_string(a.kv) +
             " hd=" + std::to_string(a.d) + (a.causal ? " causal" : ""),
         b, op, kv_bytes, flops);
+  }
+  {
+    // Decode attention with q_pos0_dev over 8192-row caches, 8 layers in turn (L2-cold, unlike
+    // the attention rows above, which re-read one cache); then the decode kernel's split size
+    // (graph only; run_attention uses cuda::kDecodeSplitKeys).
+    const ferry::cuda::OpContext ctx{ferry::cuda::stream_handle(*stream)};
+    constexpr int kLayers = 8;
+    for (int64_t l : {3000, 8000}) {
+      Bench b{**be, *stream, {}};
+      const std::vector<ferry::Attention> ops = decode_layers(b, l, 8192, kLayers);
+      if (const ferry::Status st = ferry::validate(ops[0]); !st.ok()) {
+        std::fprintf(stderr, "%s\n", st.error().to_string().c_str());
+        return 1;
+      }
+      const double kv_bytes = 2.0 * 2.0 * static_cast<double>(l * 8 * 128);
+      size_t next = 0;
+      auto layer = [&]() -> const ferry::Attention& { return ops[next++ % ops.size()]; };
+      decode_row(
+          "attention decode L=" + std::to_string(l) + " cap=8192 p0_dev", b,
+          [&] { return b.be.run(b.stream, layer()); }, kv_bytes);
+      for (int split : {64, 128, 256}) {
+        decode_row(
+            "  split " + std::to_string(split) + " keys", b,
+            [&] { return ferry::cuda::run_attention_decode(ctx, layer(), split); }, kv_bytes,
+            false);
+      }
+    }
   }
   {
     // Memory-bound ops at prefill size (bytes = read + written).

@@ -7,6 +7,7 @@
 #   scripts/gpu_check.sh [STAGE...]   run in the order given; default, most important first:
 #     build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b peer_8b
 #     compare_parts unit
+#   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -49,6 +50,10 @@ stage_build() {
     ferry_vision_dump ferry_expert_dump
 }
 stage_harness() { step cuda_harness 120 "$build/tests/ferry_cuda_tests"; }
+stage_ops_bench() {
+  step build_ops_bench 400 cmake --build "$build" -j "$(nproc)" --target ferry_cuda_bench
+  step ops_bench 300 "$build/bench/ferry_cuda_bench"
+}
 stage_unit() { step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1; }
 stage_tiny() {  # the same tokens and hashes on the CPU and CUDA backends
   local preset be

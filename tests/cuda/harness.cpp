@@ -239,6 +239,22 @@ bool placement_invariant(const Case& c, size_t offset, std::string* why) {
   return true;
 }
 
+bool same_cuda_bits(const Case& a, const Case& b, std::string* why) {
+  Backends* be = backends(nullptr);
+  FERRY_CHECK(be != nullptr, "harness: same_cuda_bits without a CUDA device");
+  const RunOutput ra = run_on(*be->cuda, *be->cuda_stream, a);
+  const RunOutput rb = run_on(*be->cuda, *be->cuda_stream, b);
+  if (!ra.status.ok() || !rb.status.ok()) {
+    *why = (!ra.status.ok() ? ra.status : rb.status).error().to_string();
+    return false;
+  }
+  if (ra.images != rb.images) {
+    *why = "the two forms give different bytes";
+    return false;
+  }
+  return true;
+}
+
 void expect_pass(const Case& c) {
   const CaseResult r = run_case(c);
   EXPECT_TRUE(r.pass()) << c.op << " " << c.shape << ": " << r.error << " bad=" << r.bad

@@ -88,6 +88,10 @@ void print_table();
 // multiple of 256: weights resident vs in a streaming slot) from where a first run had them.
 bool placement_invariant(const Case& c, size_t offset, std::string* why);
 
+// True when two cases over the same buffer contents give the same CUDA bytes in every buffer
+// (one op in two forms that must agree bit for bit, e.g. q_pos0 on the device or the host).
+bool same_cuda_bits(const Case& a, const Case& b, std::string* why);
+
 // run_case plus a gtest expectation that the case passed.
 void expect_pass(const Case& c);
 

@@ -258,7 +258,8 @@ py::object rope_table(const py::array& pos, int head_dim, float theta,
 
 py::object attention(const py::array& q, const py::array& k, const py::array& v, int num_heads,
                      int num_kv_heads, int head_dim, float scale, bool causal, int64_t q_pos0,
-                     const std::optional<py::array>& k2, const std::optional<py::array>& v2) {
+                     const std::optional<py::array>& k2, const std::optional<py::array>& v2,
+                     const std::optional<py::array>& q_pos0_dev) {
   Session& s = *session();
   Attention op;
   op.q = s.upload(q, "q");
@@ -276,6 +277,7 @@ py::object attention(const py::array& q, const py::array& k, const py::array& v,
   op.scale = scale;
   op.causal = causal;
   op.q_pos0 = q_pos0;
+  if (q_pos0_dev) op.q_pos0_dev = s.upload(*q_pos0_dev, "q_pos0_dev");  // read when the op runs
   s.run(op);
   return finish_with(s, {op.out});
 }
@@ -388,7 +390,8 @@ PYBIND11_MODULE(ferry_ops, m) {
         arg("sections") = std::array<int, 3>{24, 20, 20});
   m.def("attention", &attention, arg("q"), arg("k"), arg("v"), arg("num_heads"),
         arg("num_kv_heads"), arg("head_dim"), arg("scale"), arg("causal") = false,
-        arg("q_pos0") = 0, arg("k2") = py::none(), arg("v2") = py::none());
+        arg("q_pos0") = 0, arg("k2") = py::none(), arg("v2") = py::none(),
+        arg("q_pos0_dev") = py::none());
   m.def("swiglu", &swiglu, arg("gate"), arg("up"));
   m.def("add", &add, arg("dst"), arg("src"));
   m.def("add_rows", &add_rows, arg("dst"), arg("src"), arg("rows"));

@@ -434,6 +434,60 @@ def test_attention_strided_kv(ops, request):
     assert_bits(out, out2, "attention strided", seed)
 
 
+# q_pos0 from a device int (q_pos0_dev): the spans may run to the cache's capacity, and keys past
+# q_pos0 + S − 1 are never read (NaN here, so a read would show). Same result as the numpy
+# reference over the visible keys, and the same bits as the host q_pos0 over either span length.
+
+@pytest.mark.parametrize("s_rows,visible,capacity,heads,kv_heads,hd", [
+    (1, 1, 64, 4, 2, 16),         # first decode step: one key of a 64-row cache
+    (1, 130, 300, 8, 2, 64),      # decode, GQA 4
+    (1, 300, 300, 2, 2, 8),       # the cache exactly full
+    (3, 57, 200, 6, 3, 24),       # three queries (a short draft), GQA 2
+])
+def test_attention_q_pos0_dev(ops, request, s_rows, visible, capacity, heads, kv_heads, hd):
+    rng, seed = seeded(request)
+    q_pos0 = visible - s_rows
+    q = rand_bf16(rng, (s_rows, heads * hd), 2.0)
+    k = rand_bf16(rng, (capacity, kv_heads * hd), 2.0)
+    v = rand_bf16(rng, (capacity, kv_heads * hd))
+    k[visible:] = np.nan
+    v[visible:] = np.nan
+    scale = 1.0 / math.sqrt(hd)
+    pos = np.array([[q_pos0]], dtype=np.int32)
+    out = ops.attention(q, k, v, heads, kv_heads, hd, scale, causal=True, q_pos0_dev=pos)
+    ref, tol = attention_reference(q, [k[:visible]], [v[:visible]], heads, kv_heads, hd, scale,
+                                   True, q_pos0)
+    assert_within(out, ref, tol + ulp(ref), "attention q_pos0_dev", seed)
+    assert_mostly_exact(out, to_bf16(ref), "attention q_pos0_dev", seed)
+    host = ops.attention(q, k, v, heads, kv_heads, hd, scale, causal=True, q_pos0=q_pos0)
+    assert_bits(out, host, "q_pos0_dev vs host q_pos0, capacity spans", seed)
+    tight = ops.attention(q, k[:visible], v[:visible], heads, kv_heads, hd, scale, causal=True,
+                          q_pos0=q_pos0)
+    assert_bits(out, tight, "q_pos0_dev vs host q_pos0, visible keys only", seed)
+
+
+def test_attention_q_pos0_dev_rejected(ops, request):
+    rng, seed = seeded(request)
+    q = rand_bf16(rng, (1, 2 * 16))
+    k = rand_bf16(rng, (4, 16))
+    v = rand_bf16(rng, (4, 16))
+    pos = np.array([[1]], dtype=np.int32)
+    with pytest.raises(ValueError, match="attention: q_pos0_dev: needs causal attention"):
+        ops.attention(q, k, v, 2, 1, 16, 0.25, causal=False, q_pos0_dev=pos)
+    with pytest.raises(ValueError, match="attention: q_pos0: must be 0 when q_pos0_dev is given"):
+        ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0=1, q_pos0_dev=pos)
+    with pytest.raises(ValueError, match=r"attention: q_pos0_dev: expected shape \[1, 1\], got \[1, 2\]"):
+        ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0_dev=np.array([[1, 2]], np.int32))
+    with pytest.raises(ValueError, match="attention: q_pos0_dev: expected dtype I32, got F32"):
+        ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0_dev=np.array([[1.0]], np.float32))
+    # A negative position is caught when the op runs (the value is not known before).
+    with pytest.raises((ValueError, RuntimeError), match="q_pos0_dev < 0"):
+        ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0_dev=np.array([[-1]], np.int32))
+    # The module is still usable afterwards.
+    out = ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0_dev=pos)
+    assert_bits(out, ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0=1), "after errors", seed)
+
+
 # ---------------------------------------------------------------------------------------------
 # SwiGLU: out = bf16(bf16(silu(g))·u). The product of two bf16 values is exact, so the only
 # freedom is the fp32 silu landing on the other side of a bf16 boundary than the float64 one:

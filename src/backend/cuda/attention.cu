@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_impl.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
   }
 
   // Key range of this split, cut at the last key any row of the block may see.
-  const int64_t q_pos0 = query_pos0(p);
+  const int64_t q_pos0 = attn_q_pos0(p);
   const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
   int64_t ke = kb + p.keys_per_split;
   if (ke > p.keys) ke = p.keys;
@@ -316,6 +317,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
     return make_error(ErrorCode::unsupported,
                       "attention: cuda supports head_dim <= 128, got " + std::to_string(d_head));
   }
+  if (attention_decode_fits(op)) return run_attention_decode(ctx, op);  // S·group <= 16
   AttnParams p{};
   p.q = ptr<const bf16_t>(op.q);
   p.q_stride = op.q.stride();

@@ -28,15 +28,16 @@ struct AttnParams {
   float scale_log2;  // scale · log2(e): scores are kept in base 2, p = 2^(s − m)
   bool causal;
   int64_t q_pos0;
-  const int32_t* q_pos0_dev;  // when set, q_pos0 is read from here (Attention::q_pos0_dev)
+  const int32_t* q_pos0_dev;  // when set, q_pos0 is read from here as the kernel runs
   int64_t keys_per_split;
   float* part_acc;  // [splits][seq*heads][head_dim], null when one split
   float* part_ml;   // [splits][seq*heads][2]: running max m (base 2) and sum l
 };
 
-// The first query's position: from device memory when the op gives it there (negative values
-// clamp to 0; the CPU backend reports them as an error).
-__device__ __forceinline__ int64_t query_pos0(const AttnParams& p) {
+// Query 0's causal position: the device value when the op has one (read when the kernel runs, so
+// one captured graph serves every decode step; negative values clamp to 0, the CPU backend
+// reports them as an error), else the host value.
+__device__ __forceinline__ int64_t attn_q_pos0(const AttnParams& p) {
   if (p.q_pos0_dev == nullptr) return p.q_pos0;
   const int32_t v = *p.q_pos0_dev;
   return v < 0 ? 0 : int64_t{v};

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
   }
 
   // Key range of this split, cut at the last key any row of the block may see.
-  const int64_t q_pos0 = query_pos0(p);
+  const int64_t q_pos0 = attn_q_pos0(p);
   const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
   int64_t ke = kb + p.keys_per_split;
   if (ke > p.keys) ke = p.keys;
