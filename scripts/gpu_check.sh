@@ -105,6 +105,13 @@ peer_one() {
   step "peer_$1" 400 python3 bench/peer_transformers.py --model "$models/$1" --runs 3 --json
 }
 stage_bench_ar1() { bench_one alpamayo-r1-10b; }
+profile_one() {  # every op timed alone (ungraphed): where each stage's time goes
+  synth "$1" >/dev/null 2>&1
+  step "profile_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 1 --warmup 1 --profile \
+    --profile-top 25
+}
+stage_profile_ar1() { profile_one alpamayo-r1-10b; }
+stage_profile_8b() { profile_one qwen3-8b; }
 stage_bench_ar1_nographs() { bench_one alpamayo-r1-10b _nographs --graphs off; }
 stage_bench_8b_nographs() { bench_one qwen3-8b _nographs --graphs off; }
 stage_peer_ar1() { peer_one alpamayo-r1-10b; }

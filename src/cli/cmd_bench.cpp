@@ -1,6 +1,7 @@
 // `ferry bench`: the reference workload, all weights resident, median of several runs after a
 // warm-up, each stage printed against its floor (FLOPs over the measured BF16 matrix peak, bytes
-// over the measured device-memory bandwidth, both measured in the same run).
+// over the measured device-memory bandwidth, both measured in the same run). With --profile, one
+// more run after the timed ones breaks each stage down by op (cli/profile_report.h).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -11,9 +12,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/profiling_backend.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
+#include "cli/profile_report.h"
 #include "exec/machine_limits.h"
+#include "exec/profiling_provider.h"
 #include "exec/resident_weights.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
@@ -38,6 +42,8 @@ struct BenchArgs {
   std::optional<int64_t> steps;
   bool json = false;
   bool graphs = true;
+  bool profile = false;
+  int profile_top = 15;
 };
 
 const Reporter report{"bench"};
@@ -83,9 +89,32 @@ struct StageStats {
   }
 };
 
+// One more run through ProfilingBackend, which times every op alone. Profiling times ops one by
+// one, ungraphed: this run must take the executor's plain path, never a captured graph, because a
+// replayed graph is one launch for many ops and leaves nothing to attribute to each. Its outputs
+// must equal the timed runs'.
+std::vector<PhaseProfile> profile_run(Backend& backend, const ModelConfig& config,
+                                      const ModelWeights& weights, GroupProvider& resident,
+                                      const Workload& w, const InferenceResult& timed) {
+  ProfilingBackend profiler(backend);
+  ProfilingProvider provider(resident, profiler);
+  InferenceOptions options;
+  options.exec.graphs = false;
+  const InferenceResult r =
+      report.check(run_inference(profiler, config, weights, provider, w, options));
+  if (r.tokens != timed.tokens || r.logits_hash != timed.logits_hash ||
+      r.actions_hash != timed.actions_hash) {
+    report.fail("the profiled run's outputs differ from the timed runs'");
+  }
+  return summarize_profile(profiler.buckets(), r.times);
+}
+
 void bench(const BenchArgs& a) {
   if (a.runs < 1 || a.runs > 1000) report.fail("--runs must be in [1, 1000]");
   if (a.warmup < 0 || a.warmup > 100) report.fail("--warmup must be in [0, 100]");
+  if (a.profile_top < 1 || a.profile_top > 10000) {
+    report.fail("--profile-top must be in [1, 10000]");
+  }
   const OpenModel m = report.check(open_model(a.model));
   const ModelConfig& config = m.config;
   const ModelWeights& weights = m.weights;
@@ -138,6 +167,16 @@ void bench(const BenchArgs& a) {
     stages[4].seconds.push_back(r.times.total_seconds);
   }
   const char* names[] = {"vision", "prefill", "decode", "expert", "total"};
+  std::vector<PhaseProfile> profile;
+  if (a.profile) {
+    if (!a.json) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
+    profile = profile_run(*backend, config, weights, resident, w, first);
+    for (PhaseProfile& p : profile) {
+      for (size_t s = 0; s < 4; ++s) {
+        if (p.phase == names[s]) p.timed_seconds = stages[s].median();
+      }
+    }
+  }
   int64_t decode_steps = 0;  // distinct decode steps in the call sequence
   for (const Call& c : calls) {
     if (c.phase == Phase::decode) decode_steps = std::max<int64_t>(decode_steps, c.step + 1);
@@ -174,6 +213,7 @@ void bench(const BenchArgs& a) {
                                {"calls", stages[s].calls},       {"runs_s", stages[s].seconds}};
     }
     j["tokens"] = first.tokens;
+    if (a.profile) j["profile"] = profile_json(profile);
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
@@ -222,6 +262,7 @@ void bench(const BenchArgs& a) {
                 stages[2].median() / steps * 1e3, stages[2].floor / steps * 1e3,
                 stages[2].floor > 0 ? stages[2].median() / stages[2].floor : 0.0);
   }
+  if (a.profile) print_profile(stdout, profile, static_cast<size_t>(a.profile_top));
 }
 
 }  // namespace
@@ -244,6 +285,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--steps", args->steps, "Flow-matching steps (Alpamayo)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
+  cmd->add_flag("--profile", args->profile,
+                "One more run, every op timed alone (synchronized): time per op and shape");
+  cmd->add_option("--profile-top", args->profile_top, "Ops shown per stage with --profile")
+      ->capture_default_str();
   cmd->callback([args] { bench(*args); });
 }
 

@@ -1,0 +1,97 @@
+// `ferry bench --profile` through the binary on a tiny synthesized Alpamayo: the JSON carries the
+// profile of every stage, and the table says how ops were timed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_runner.h"
+#include "model/presets.h"
+#include "text_test_model.h"
+
+namespace ferry {
+namespace {
+
+class BenchProfileCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("ferry_bench_profile_" + std::to_string(::getpid())))
+               .string();
+    auto c = preset("alpamayo-tiny");
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(testing::write_test_checkpoint(dir_, *c, 2).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  testing::CliRun bench(const std::string& args) {
+    return testing::run_ferry("bench --model " + dir_ +
+                              " --backend cpu --runs 1 --warmup 0 --images 1 --image-height 64 "
+                              "--image-width 64 --prompt-tokens 80 --tokens 3 --steps 2 " +
+                              args);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(BenchProfileCli, JsonHasTheProfileOfEveryStage) {
+  const testing::CliRun o = bench("--profile --json");
+  ASSERT_FALSE(o.signaled) << o.err;
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  ASSERT_TRUE(j.contains("profile")) << o.out;
+  const auto& p = j["profile"];
+  EXPECT_NE(p["method"].get<std::string>().find("synchroniz"), std::string::npos);
+  for (const char* stage : {"vision", "prefill", "decode", "expert"}) {
+    SCOPED_TRACE(stage);
+    ASSERT_TRUE(p["phases"].contains(stage));
+    const auto& s = p["phases"][stage];
+    const double wall = s["wall_s"].get<double>();
+    const double ops_s = s["op_s"].get<double>();
+    EXPECT_GT(s["ops"].get<int64_t>(), 0);
+    EXPECT_GT(ops_s, 0.0);
+    EXPECT_LE(ops_s, wall);
+    EXPECT_GT(s["timed_s"].get<double>(), 0.0);
+    ASSERT_FALSE(s["kinds"].empty());
+    ASSERT_FALSE(s["ops_by_time"].empty());
+    int64_t count = 0;
+    for (const auto& op : s["ops_by_time"]) {
+      for (const char* key : {"op", "shape", "label", "count", "total_s", "mean_us", "share"}) {
+        EXPECT_TRUE(op.contains(key)) << key;
+      }
+      count += op["count"].get<int64_t>();
+    }
+    EXPECT_EQ(count, s["ops"].get<int64_t>());
+  }
+  // Decode: 3 tokens on Alpamayo are 3 forward passes after prefill, each with the same ops.
+  const auto& decode = p["phases"]["decode"];
+  EXPECT_EQ(decode["ops"].get<int64_t>() % 3, 0);
+  // The timed stages are still there, and the profile did not change the outputs (bench fails
+  // if the profiled run disagrees with the timed one).
+  EXPECT_TRUE(j["stages"].contains("decode"));
+}
+
+TEST_F(BenchProfileCli, TableNamesTheMethodAndTheTopOps) {
+  const testing::CliRun o = bench("--profile --profile-top 3");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("launch + synchronize latency (~10 us on CUDA)"), std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("\nvision: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("\nexpert: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("  by kind: "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" linear "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("more shapes)"), std::string::npos) << o.out;
+}
+
+TEST_F(BenchProfileCli, WithoutTheFlagNoProfileAndABadTopIsRefused) {
+  const testing::CliRun o = bench("--json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_FALSE(nlohmann::json::parse(o.out).contains("profile"));
+  const testing::CliRun bad = bench("--profile --profile-top 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--profile-top"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace ferry
