@@ -60,6 +60,30 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Host memory the device copies from (or to) at full link speed: page-locked on CUDA, where a
+// copy from ordinary pageable memory is staged through a driver buffer at a fraction of the
+// speed. Inputs that are large (pixels) are written straight into one. Owned, move-only.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(Backend* owner, void* data, size_t bytes)
+      : owner_(owner), data_(data), bytes_(bytes) {}
+  HostBuffer(HostBuffer&& o) noexcept { *this = std::move(o); }
+  HostBuffer& operator=(HostBuffer&& o) noexcept;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() { reset(); }
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  void reset();
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 struct DeviceInfo {
   std::string name;        // "cpu (2 threads)", "NVIDIA H200"
   size_t total_bytes = 0;  // device memory the backend can see
@@ -74,6 +98,9 @@ class Backend {
 
   // Device memory, 256-byte aligned. Fails with out_of_memory, never aborts.
   virtual Result<DeviceBuffer> allocate(size_t bytes) = 0;
+
+  // Host memory for fast copies (HostBuffer), 256-byte aligned. The default is ordinary memory.
+  virtual Result<HostBuffer> allocate_host(size_t bytes);
 
   virtual std::unique_ptr<Stream> create_stream() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
@@ -109,7 +136,9 @@ class Backend {
 
  protected:
   friend class DeviceBuffer;
+  friend class HostBuffer;
   virtual void free(void* data, size_t bytes) = 0;
+  virtual void free_host(void* data, size_t bytes);
 };
 
 // Backends by kind. The CPU backend is always there; the CUDA one exists when the binary links

@@ -68,6 +68,7 @@ class ProfilingBackend final : public Backend {
   std::string_view name() const override { return inner_.name(); }
   DeviceInfo info() const override { return inner_.info(); }
   Result<DeviceBuffer> allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  Result<HostBuffer> allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
   std::unique_ptr<Stream> create_stream() override { return inner_.create_stream(); }
   std::unique_ptr<Event> create_event() override { return inner_.create_event(); }
 

@@ -140,7 +140,8 @@ Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig&
 
   // Vision inputs.
   std::optional<VisionEncoder> vision;
-  std::vector<float> pixels;
+  HostBuffer pixel_buffer;  // page-locked on CUDA: the upload runs at the link's speed
+  std::span<float> pixels;
   std::vector<int64_t> tokens_per_image;
   std::vector<std::array<int64_t, 3>> grids;
   if (workload.num_images > 0) {
@@ -149,7 +150,11 @@ Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig&
     FERRY_ASSIGN_OR_RETURN(VisionEncoder enc, VisionEncoder::create(vlm->vision, backend, geoms));
     tokens_per_image = enc.tokens_per_image();
     grids = enc.merged_grids();
-    pixels = synthetic_pixel_values(sub_seed(workload.seed, 3), geoms, vlm->vision);
+    const int64_t count = pixel_value_count(geoms, vlm->vision);
+    FERRY_ASSIGN_OR_RETURN(pixel_buffer,
+                           backend.allocate_host(static_cast<size_t>(count) * sizeof(float)));
+    pixels = std::span<float>(static_cast<float*>(pixel_buffer.data()), static_cast<size_t>(count));
+    synthetic_pixel_values_into(sub_seed(workload.seed, 3), geoms, vlm->vision, pixels);
     vision.emplace(std::move(enc));
   }
 
@@ -211,7 +216,7 @@ Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig&
   take_text_results(text, r);
   r.times = times;
   if (options.keep_inputs && vision) {
-    r.pixel_values = std::move(pixels);
+    r.pixel_values.assign(pixels.begin(), pixels.end());
     r.patch_values = vlm->vision.patch_values();
     for (const auto& g : grids) {
       r.image_grids.push_back(

@@ -319,13 +319,22 @@ uint64_t splitmix64(uint64_t& state) {
 
 }  // namespace
 
-std::vector<float> synthetic_pixel_values(uint64_t seed, const std::vector<ImageGeometry>& images,
-                                          const VisionConfig& config) {
+int64_t pixel_value_count(const std::vector<ImageGeometry>& images, const VisionConfig& config) {
+  const int64_t ps = config.patch_size;
+  int64_t patches = 0;
+  for (const ImageGeometry& g : images) patches += (g.height / ps) * (g.width / ps);
+  return patches * config.patch_values();
+}
+
+void synthetic_pixel_values_into(uint64_t seed, const std::vector<ImageGeometry>& images,
+                                 const VisionConfig& config, std::span<float> out) {
+  FERRY_CHECK(static_cast<int64_t>(out.size()) == pixel_value_count(images, config),
+              "synthetic_pixel_values_into: output size");
   const int64_t ps = config.patch_size, tp = config.temporal_patch_size;
   const int64_t ch = config.in_channels, merge = config.spatial_merge_size;
   const int64_t cols = config.patch_values();
-  std::vector<float> out;
   uint64_t state = seed;
+  size_t first = 0;
   for (const ImageGeometry& g : images) {
     // One still frame of uint8 pixels, channel-major [C, H, W].
     std::vector<uint8_t> pixels(static_cast<size_t>(ch * g.height * g.width));
@@ -336,8 +345,6 @@ std::vector<float> synthetic_pixel_values(uint64_t seed, const std::vector<Image
       }
     }
     const std::vector<PatchCoord> order = window_order(g.height / ps, g.width / ps, merge);
-    const size_t first = out.size();
-    out.resize(first + order.size() * static_cast<size_t>(cols));
     for (size_t r = 0; r < order.size(); ++r) {
       float* row = out.data() + first + r * static_cast<size_t>(cols);
       for (int64_t c = 0; c < ch; ++c) {
@@ -352,7 +359,14 @@ std::vector<float> synthetic_pixel_values(uint64_t seed, const std::vector<Image
         }
       }
     }
+    first += order.size() * static_cast<size_t>(cols);
   }
+}
+
+std::vector<float> synthetic_pixel_values(uint64_t seed, const std::vector<ImageGeometry>& images,
+                                          const VisionConfig& config) {
+  std::vector<float> out(static_cast<size_t>(pixel_value_count(images, config)));
+  synthetic_pixel_values_into(seed, images, config, out);
   return out;
 }
 

@@ -111,5 +111,10 @@ class VisionEncoder {
 // Returns [Σ patches, patch_values] f32.
 std::vector<float> synthetic_pixel_values(uint64_t seed, const std::vector<ImageGeometry>& images,
                                           const VisionConfig& config);
+// The number of floats synthetic_pixel_values produces for `images`.
+int64_t pixel_value_count(const std::vector<ImageGeometry>& images, const VisionConfig& config);
+// The same values written into `out` (exactly pixel_value_count floats), e.g. page-locked memory.
+void synthetic_pixel_values_into(uint64_t seed, const std::vector<ImageGeometry>& images,
+                                 const VisionConfig& config, std::span<float> out);
 
 }  // namespace ferry

@@ -280,3 +280,29 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+TEST(CpuBackend, HostBuffersAreAlignedMovableAndCopyable) {
+  auto be = create_cpu_backend();
+  auto stream = be->create_stream();
+  auto h = be->allocate_host(1000);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(h->data()) % 256, 0u);
+  EXPECT_EQ(h->bytes(), 1000u);
+  HostBuffer moved = std::move(h).value();
+  ASSERT_NE(moved.data(), nullptr);
+  auto* bytes = static_cast<uint8_t*>(moved.data());
+  for (int i = 0; i < 1000; ++i) bytes[i] = static_cast<uint8_t>(i * 3);
+  DeviceBuffer d = must_allocate(*be, 1000);
+  std::vector<uint8_t> back(1000);
+  be->copy_to_device(*stream, d.data(), moved.data(), 1000);
+  be->copy_to_host(*stream, back.data(), d.data(), 1000);
+  ASSERT_TRUE(be->synchronize(*stream).ok());
+  EXPECT_EQ(std::memcmp(back.data(), moved.data(), 1000), 0);
+  EXPECT_FALSE(be->allocate_host(SIZE_MAX).ok());
+}
+
+}  // namespace
+}  // namespace ferry

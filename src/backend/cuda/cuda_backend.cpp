@@ -80,6 +80,21 @@ class CudaBackend final : public Backend {
     return DeviceBuffer(this, p, bytes);
   }
 
+  // Page-locked, so that copies run at the link's speed (a pageable copy of the 71 MB of pixels
+  // of the reference workload took 9.2 ms on the H200's PCIe Gen5 link).
+  Result<HostBuffer> allocate_host(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t err = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return make_error(
+          err == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::backend,
+          "cuda: cannot allocate " + std::to_string(bytes) +
+              " bytes of page-locked host memory: " + cudaGetErrorString(err));
+    }
+    return HostBuffer(this, p, bytes);
+  }
+
   std::unique_ptr<Stream> create_stream() override {
     auto s = make_stream();
     if (!s.ok()) return std::make_unique<CudaStream>(UniqueStream(), DeviceMemory(), s.status());
@@ -214,6 +229,7 @@ class CudaBackend final : public Backend {
 
  protected:
   void free(void* data, size_t) override { (void)cudaFree(data); }
+  void free_host(void* data, size_t) override { (void)cudaFreeHost(data); }
 
  private:
   int device_ = 0;
