@@ -49,7 +49,10 @@ class TextGeneration {
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const std::vector<float>& prefill_logits() const { return prefill_logits_; }
   std::vector<std::vector<float>>& step_logits() { return step_logits_; }
-  uint64_t last_logits_hash() const { return last_hash_; }
+  // FNV-1a 64 of the last step's bf16 logits.
+  uint64_t last_logits_hash() const {
+    return fnv1a64(logits_raw_.data(), logits_raw_.size() * sizeof(uint16_t));
+  }
   uint64_t prefill_logits_hash() const { return prefill_hash_; }
   TextDecoder& decoder() { return decoder_; }
 
@@ -75,7 +78,6 @@ class TextGeneration {
   std::vector<uint16_t> logits_raw_;
   std::vector<float> prefill_logits_;
   std::vector<std::vector<float>> step_logits_;
-  uint64_t last_hash_ = 0;
   uint64_t prefill_hash_ = 0;
 };
 
