@@ -62,6 +62,17 @@ stage_tiny() {  # the same tokens and hashes on the CPU and CUDA backends
     for be in cpu cuda; do
       step "run_${preset}_$be" 120 "$build/ferry" run --model "$models/$preset" --backend "$be" --json
     done
+    step "run_${preset}_cuda_nographs" 120 "$build/ferry" run --model "$models/$preset" \
+      --backend cuda --json --graphs off
+    step "graphs_${preset}" 10 python3 - "$LOGS/run_${preset}_cuda.log" \
+      "$LOGS/run_${preset}_cuda_nographs.log" <<'PY'
+import json, sys
+a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+keys = [k for k in ["tokens", "logits_hash", "prefill_logits_hash", "actions_hash"] if k in a]
+bad = [k for k in keys if a[k] != b[k]]
+print("cuda graphs on vs off:", "identical" if not bad else "DIFFER in " + ",".join(bad))
+sys.exit(1 if bad else 0)
+PY
     step "same_${preset}" 10 python3 - "$LOGS/run_${preset}_cpu.log" "$LOGS/run_${preset}_cuda.log" <<'PY'
 import json, sys
 a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
