@@ -88,6 +88,16 @@ void print_table();
 // multiple of 256: weights resident vs in a streaming slot) from where a first run had them.
 bool placement_invariant(const Case& c, size_t offset, std::string* why);
 
+// Runs the case on CUDA only (no reference): the op's status (or the synchronize error), whether
+// the guard bytes survived, and every buffer's bytes after the op. For ops whose CPU reference
+// refuses the inputs (hostile device data) and for comparing two CUDA runs bit for bit.
+struct CudaRun {
+  Status status;
+  bool guard_ok = true;
+  std::vector<std::vector<uint8_t>> images;  // per buffer, host.size() bytes
+};
+CudaRun run_cuda(const Case& c);
+
 // run_case plus a gtest expectation that the case passed.
 void expect_pass(const Case& c);
 

@@ -83,8 +83,10 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
   const int t = lane % 4;
   const int d_head = p.head_dim;
   const int kvh = static_cast<int>(blockIdx.y);
-  const int64_t total_rows = p.seq * p.group;
-  const int64_t row0 = int64_t{blockIdx.x} * kMmaRows;
+  const BlockRange range = attention_block_range(p, kMmaRows);
+  if (range.row0 >= range.row_end) return;  // a row block past its segment's end
+  const int64_t total_rows = range.row_end;
+  const int64_t row0 = range.row0;
 
   // The two rows this thread holds accumulators for: warp·16 + g and warp·16 + g + 8.
   int64_t qi[2];
@@ -109,9 +111,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
   }
 
   // Key range of this split, cut at the last key any row of the block may see.
-  const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
-  int64_t ke = kb + p.keys_per_split;
-  if (ke > p.keys) ke = p.keys;
+  const int64_t kb = range.key_begin;
+  int64_t ke = range.key_end;
   if (p.causal) {
     int64_t last_row = row0 + kMmaRows - 1;
     if (last_row >= total_rows) last_row = total_rows - 1;
