@@ -3,7 +3,8 @@
 // q/k/v as column slices of one fused projection. Shapes with S·group >= 32 and head_dim 64/72/128
 // run the tensor-core kernel, the others the CUDA-core kernel; both are covered. Tolerance:
 // kBf16Reduce (see op_harness_test.cpp). Segments (one launch for the images of a vision batch):
-// against the CPU, against separate ops per segment (same bits), under hostile offsets.
+// against the CPU, against separate ops per segment (same bits), under hostile offsets; and every
+// tensor-core variant (cuda::MmaVariant) against the CPU and against the legacy kernel's bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/attention.cuh"
 #include "harness.h"
 
 namespace ferry::cuda_test {
@@ -157,6 +159,20 @@ TEST(CudaOps, AttentionPlacementInvariant) {
   }
 }
 
+// Selects a tensor-core variant for a scope (the process-wide setting run_attention reads).
+class VariantScope {
+ public:
+  explicit VariantScope(cuda::MmaVariant v) : saved_(cuda::attention_mma_variant()) {
+    cuda::set_attention_mma_variant(v);
+  }
+  ~VariantScope() { cuda::set_attention_mma_variant(saved_); }
+  VariantScope(const VariantScope&) = delete;
+  VariantScope& operator=(const VariantScope&) = delete;
+
+ private:
+  cuda::MmaVariant saved_;
+};
+
 AttnShape segmented(std::vector<int32_t> bounds, int heads, int kv_heads, int head_dim,
                     bool fused = false) {
   AttnShape a;
@@ -188,7 +204,14 @@ std::vector<AttnShape> mma_segment_shapes() {
 TEST(CudaOps, AttentionSegments) {
   SKIP_WITHOUT_CUDA();
   Rng rng(909);
-  for (const AttnShape& a : mma_segment_shapes()) expect_pass(attention_case(rng, a));
+  for (cuda::MmaVariant variant : cuda::kMmaVariants) {
+    const VariantScope scope(variant);
+    for (const AttnShape& a : mma_segment_shapes()) {
+      Case c = attention_case(rng, a);
+      c.shape += std::string(" ") + cuda::mma_variant_name(variant);
+      expect_pass(c);
+    }
+  }
   // CUDA-core kernel: segments too short for the tensor cores, and a head_dim they lack.
   expect_pass(attention_case(rng, segmented({0, 5, 9, 18, 20}, 2, 2, 64)));
   expect_pass(attention_case(rng, segmented({0, 1, 2, 3}, 4, 1, 16)));
@@ -212,32 +235,35 @@ TEST(CudaOps, AttentionSegmentsMatchSeparateOps) {
   const std::vector<AttnShape> shapes = {segmented({0, 32, 109, 237, 300}, 4, 4, 72, true),
                                          segmented({0, 128, 161}, 8, 2, 64),
                                          segmented({0, 45, 90, 135}, 2, 2, 128)};
-  for (const AttnShape& a : shapes) {
-    const Case whole = attention_case(rng, a);
-    const int out = static_cast<int>(whole.buffers.size()) - 2;  // before the offsets
-    ASSERT_TRUE(whole.buffers[static_cast<size_t>(out)].output);
-    const std::vector<uint8_t> want = cuda_output(whole, out);
-    const size_t row_bytes = static_cast<size_t>(a.heads * a.head_dim) * 2;
-    for (size_t s = 0; s + 1 < a.segments.size(); ++s) {
-      const int64_t r0 = a.segments[s];
-      const int64_t n = a.segments[s + 1] - r0;
-      Case one = whole;
-      const auto make = whole.make;
-      one.make = [make, r0, n](const std::vector<TensorView>& v) -> Op {
-        Attention op = std::get<Attention>(make(v));
-        op.q = op.q.slice_rows(r0, n);
-        op.kv[0] = {op.kv[0].k.slice_rows(r0, n), op.kv[0].v.slice_rows(r0, n)};
-        op.out = op.out.slice_rows(r0, n);
-        op.segments = TensorView{};
-        op.max_segment_rows = 0;
-        return op;
-      };
-      const std::vector<uint8_t> got = cuda_output(one, out);
-      ASSERT_EQ(got.size(), want.size());
-      EXPECT_EQ(std::memcmp(got.data() + r0 * row_bytes, want.data() + r0 * row_bytes,
-                            static_cast<size_t>(n) * row_bytes),
-                0)
-          << whole.shape << ": segment " << s;
+  for (cuda::MmaVariant variant : cuda::kMmaVariants) {
+    const VariantScope scope(variant);
+    for (const AttnShape& a : shapes) {
+      const Case whole = attention_case(rng, a);
+      const int out = static_cast<int>(whole.buffers.size()) - 2;  // before the offsets
+      ASSERT_TRUE(whole.buffers[static_cast<size_t>(out)].output);
+      const std::vector<uint8_t> want = cuda_output(whole, out);
+      const size_t row_bytes = static_cast<size_t>(a.heads * a.head_dim) * 2;
+      for (size_t s = 0; s + 1 < a.segments.size(); ++s) {
+        const int64_t r0 = a.segments[s];
+        const int64_t n = a.segments[s + 1] - r0;
+        Case one = whole;
+        const auto make = whole.make;
+        one.make = [make, r0, n](const std::vector<TensorView>& v) -> Op {
+          Attention op = std::get<Attention>(make(v));
+          op.q = op.q.slice_rows(r0, n);
+          op.kv[0] = {op.kv[0].k.slice_rows(r0, n), op.kv[0].v.slice_rows(r0, n)};
+          op.out = op.out.slice_rows(r0, n);
+          op.segments = TensorView{};
+          op.max_segment_rows = 0;
+          return op;
+        };
+        const std::vector<uint8_t> got = cuda_output(one, out);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(std::memcmp(got.data() + r0 * row_bytes, want.data() + r0 * row_bytes,
+                              static_cast<size_t>(n) * row_bytes),
+                  0)
+            << whole.shape << " " << cuda::mma_variant_name(variant) << ": segment " << s;
+      }
     }
   }
 }
@@ -250,20 +276,52 @@ TEST(CudaOps, AttentionSegmentsHostileOffsets) {
   const std::vector<std::vector<int32_t>> tables = {
       {0, -5, 1000000, 3, 200}, {200, 0},  {-2147483647 - 1, 2147483647},
       {0, 150, 100, 200},       {5, 7, 9}, {0, 200, 200, 200}};
-  for (const std::vector<int32_t>& t : tables) {
-    for (int hd : {72, 100}) {  // tensor cores, CUDA cores
-      AttnShape a = segmented({0, 200}, 2, 2, hd, true);
-      a.segments = t;
-      a.max_segment_rows = 64;
-      const Case c = attention_case(rng, a);
-      const CudaRun r = run_cuda(c);
-      ASSERT_TRUE(r.status.ok()) << c.shape << ": " << r.status.error().to_string();
-      EXPECT_TRUE(r.guard_ok) << c.shape;
-      for (size_t i = 0; i < c.buffers.size(); ++i) {
-        if (!c.buffers[i].output) {
-          EXPECT_EQ(r.images[i], c.buffers[i].host) << c.shape;
+  for (cuda::MmaVariant variant : cuda::kMmaVariants) {
+    const VariantScope scope(variant);
+    for (const std::vector<int32_t>& t : tables) {
+      for (int hd : {72, 100}) {  // tensor cores, CUDA cores
+        AttnShape a = segmented({0, 200}, 2, 2, hd, true);
+        a.segments = t;
+        a.max_segment_rows = 64;
+        const Case c = attention_case(rng, a);
+        const CudaRun r = run_cuda(c);
+        ASSERT_TRUE(r.status.ok()) << c.shape << ": " << r.status.error().to_string();
+        EXPECT_TRUE(r.guard_ok) << c.shape;
+        for (size_t i = 0; i < c.buffers.size(); ++i) {
+          if (!c.buffers[i].output) {
+            EXPECT_EQ(r.images[i], c.buffers[i].host) << c.shape;
+          }
         }
       }
+    }
+  }
+}
+
+// The tensor-core variants compute the same arithmetic: with the same key tiles and splits they
+// must give the legacy kernel's bits (shapes where no variant splits the keys, causal and two
+// spans included: the tile that straddles the two spans takes the general load path).
+TEST(CudaOps, AttentionMmaVariantsAgreeBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  Rng rng(912);
+  const std::vector<AttnShape> shapes = {
+      segmented({0, 720, 1440, 2160}, 16, 16, 72, true),
+      {1100, 1100, 0, 16, 8, 128, true, 0, true},
+      {600, 500, 600, 32, 8, 64, true, 500, false},
+      segmented({0, 33, 160, 161, 400}, 8, 8, 64),
+  };
+  for (const AttnShape& a : shapes) {
+    const Case c = attention_case(rng, a);
+    const int out = a.segments.empty() ? static_cast<int>(c.buffers.size()) - 1
+                                       : static_cast<int>(c.buffers.size()) - 2;
+    std::vector<uint8_t> legacy;
+    {
+      const VariantScope scope(cuda::MmaVariant::legacy);
+      legacy = cuda_output(c, out);
+    }
+    for (cuda::MmaVariant variant : cuda::kMmaVariants) {
+      const VariantScope scope(variant);
+      EXPECT_TRUE(cuda_output(c, out) == legacy)
+          << c.shape << ": " << cuda::mma_variant_name(variant) << " differs from legacy";
     }
   }
 }

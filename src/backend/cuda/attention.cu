@@ -9,6 +9,7 @@
 // sum l, fp32) and accumulates p·v with lane c owning output dims c, c+32, c+64, c+96.
 // Nothing depends on timing: the tile order, the butterfly reductions and the split combine
 // (split 0, 1, ... in order) are fixed, so the same inputs give the same bits.
+#include <atomic>
 #include <string>
 
 #include "backend/cuda/attention.cuh"
@@ -288,7 +289,31 @@ void launch_attention(const AttnParams& p, bool vec, dim3 grid, cudaStream_t str
   }
 }
 
+std::atomic<MmaVariant> g_mma_variant{kDefaultMmaVariant};
+
 }  // namespace
+
+const char* mma_variant_name(MmaVariant v) {
+  switch (v) {
+    case MmaVariant::legacy:
+      return "legacy";
+    case MmaVariant::async_w4:
+      return "async_w4";
+    case MmaVariant::async_w8:
+      return "async_w8";
+    case MmaVariant::async_w4m2:
+      return "async_w4m2";
+  }
+  return "?";
+}
+
+void set_attention_mma_variant(MmaVariant v) {
+  g_mma_variant.store(v);
+}
+
+MmaVariant attention_mma_variant() {
+  return g_mma_variant.load();
+}
 
 int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys,
                      int rows_per_block) {
@@ -328,6 +353,8 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
     p.v_stride[s] = used ? op.kv[s].v.stride() : 0;
     if (used) keys += op.kv[s].k.rows;
   }
+  // The tensor-core kernels count keys in 32 bits (no device holds a cache that long anyway).
+  if (keys > 0x7fffffff) return make_error(ErrorCode::unsupported, "attention: 2^31 keys or more");
   p.span0 = op.kv[0].k.rows;
   p.seq = seq;
   p.keys = keys;
@@ -353,7 +380,8 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   const bool segmented = !op.segments.empty();
   const int64_t block_rows = segmented ? op.max_segment_rows : seq;
   const bool use_mma = padded != 0 && vec_ok && block_rows * p.group >= kMmaRows / 2;
-  const int rows_per_block = use_mma ? kMmaRows : kRows;
+  const MmaVariant variant = attention_mma_variant();
+  const int rows_per_block = use_mma ? mma_rows_per_block(variant, padded) : kRows;
 
   // Segments run in one split: each block sees at most max_segment_rows keys, and the segments'
   // row blocks are what fills the GPU (vision: 16 images x 12 row blocks x 16 heads).
@@ -389,7 +417,11 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
 
   int nc = (d_head + 31) / 32;
   if (use_mma) {
-    launch_attention_mma(p, padded, grid, ctx.stream);
+    if (variant == MmaVariant::legacy) {
+      launch_attention_mma(p, padded, grid, ctx.stream);
+    } else {
+      launch_attention_mma_async(p, padded, variant, grid, ctx.stream);
+    }
     nc = 0;
   }
   switch (nc) {

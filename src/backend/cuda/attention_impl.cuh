@@ -1,11 +1,12 @@
 // Internal to the attention op: the kernel parameters shared by the CUDA-core kernel
-// (attention.cu) and the tensor-core kernel (attention_mma.cu).
+// (attention.cu) and the tensor-core kernels (attention_mma.cu, attention_mma_async.cu).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/attention.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace ferry::cuda {
@@ -75,12 +76,24 @@ __device__ __forceinline__ BlockRange attention_block_range(const AttnParams& p,
 }
 #endif
 
-// Rows (query, head-of-group pairs) per block of the tensor-core kernel.
+// Rows (query, head-of-group pairs) per block of the tensor-core kernel in attention_mma.cu; half
+// of it is the fewest rows the tensor cores are used for.
 inline constexpr int kMmaRows = 64;
 
-// Tensor-core kernel for head_dim padded to `padded_dim` (64, 80 or 128); grid as the CUDA-core
-// kernel's (x: row blocks of kMmaRows, y: kv heads, z: key splits).
+// Rows per block of a tensor-core variant (MmaVariant, attention.cuh) for a padded head_dim.
+inline int mma_rows_per_block(MmaVariant v, int padded_dim) {
+  if (v == MmaVariant::async_w8) return 2 * kMmaRows;
+  if (v == MmaVariant::async_w4m2 && padded_dim <= 80) return 2 * kMmaRows;
+  return kMmaRows;
+}
+
+// Tensor-core kernels for head_dim padded to `padded_dim` (64, 80 or 128); grid as the CUDA-core
+// kernel's (x: row blocks of mma_rows_per_block rows, y: kv heads, z: key splits).
+// attention_mma.cu (MmaVariant::legacy):
 void launch_attention_mma(const AttnParams& p, int padded_dim, dim3 grid, cudaStream_t stream);
+// attention_mma_async.cu (every other variant):
+void launch_attention_mma_async(const AttnParams& p, int padded_dim, MmaVariant variant, dim3 grid,
+                                cudaStream_t stream);
 
 // The padded head_dim the tensor-core kernel handles head_dim with, or 0 when it does not.
 inline int mma_padded_dim(int head_dim) {
