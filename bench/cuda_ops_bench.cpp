@@ -12,9 +12,11 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_graph.h"
@@ -49,6 +51,28 @@ struct Bench {
     return keep.back().data();
   }
 
+  // An i32 [n, 1] table with the given values.
+  ferry::TensorView ints(const std::vector<int32_t>& values) {
+    auto b = be.allocate(values.size() * 4);
+    if (!b.ok()) {
+      std::fprintf(stderr, "allocate: %s\n", b.error().to_string().c_str());
+      std::exit(1);
+    }
+    be.copy_to_device(stream, b->data(), values.data(), values.size() * 4);
+    (void)be.synchronize(stream);
+    keep.push_back(std::move(b).value());
+    return make_view(keep.back().data(), DType::i32, static_cast<int64_t>(values.size()), 1);
+  }
+
+  // Seconds per call (one call = every op of `ops`, in order).
+  double time(const std::vector<ferry::Op>& ops, int reps = 20) {
+    return time_body(
+        [&]() -> ferry::Status {
+          for (const ferry::Op& op : ops) FERRY_RETURN_IF_ERROR(be.run(stream, op));
+          return ferry::Status();
+        },
+        reps);
+  }
   // Seconds per call: `reps` calls enqueued back to back, then one synchronize (so host round
   // trips are not counted); the median of 5 such batches after a warm-up batch.
   double time(const ferry::Op& op, int reps = 20) {
@@ -79,6 +103,14 @@ struct Bench {
 
   // Seconds per call on the GPU alone: `reps` calls captured into one CUDA graph, the graph
   // replayed 6 times (first is warm-up), median of the rest. No host work per call.
+  double time_graph(const std::vector<ferry::Op>& ops, int reps = 20) {
+    return time_graph_body(
+        [&]() -> ferry::Status {
+          for (const ferry::Op& op : ops) FERRY_RETURN_IF_ERROR(be.run(stream, op));
+          return ferry::Status();
+        },
+        reps);
+  }
   double time_graph(const ferry::Op& op, int reps = 20) {
     return time_graph_body([&] { return be.run(stream, op); }, reps);
   }
@@ -111,14 +143,15 @@ struct Bench {
 
 // One line: time per call from back-to-back enqueues (host included) and from graph replay (GPU
 // only); the rates use the graph time.
-void row(const std::string& name, Bench& b, const ferry::Op& op, double bytes, double flops) {
-  const double host = b.time(op);
-  const double sec = b.time_graph(op);
-  std::printf("%-44s %9.1f us %9.1f us %8.0f GB/s %8.1f TFLOP/s\n", name.c_str(), host * 1e6,
+void row(const std::string& name, Bench& b, const std::vector<ferry::Op>& ops, double bytes,
+         double flops) {
+  const double host = b.time(ops);
+  const double sec = b.time_graph(ops);
+  std::printf("%-58s %9.1f us %9.1f us %8.0f GB/s %8.1f TFLOP/s\n", name.c_str(), host * 1e6,
               sec * 1e6, bytes / sec / 1e9, flops / sec / 1e12);
 }
 
-ferry::Op attention(Bench& b, int64_t s, int64_t l, int h, int kv, int d, bool causal) {
+ferry::Attention attention(Bench& b, int64_t s, int64_t l, int h, int kv, int d, bool causal) {
   ferry::Attention a;
   a.q = make_view(b.buffer(static_cast<size_t>(s * h * d) * 2), DType::bf16, s, h * d);
   a.kv[0].k = make_view(b.buffer(static_cast<size_t>(l * kv * d) * 2), DType::bf16, l, kv * d);
@@ -183,6 +216,11 @@ ferry::Op linear(Bench& b, int64_t m, int64_t n, int64_t k) {
   return op;
 }
 
+std::string variant_tag(ferry::cuda::MmaVariant v) {
+  return std::string("[") + ferry::cuda::mma_variant_name(v) +
+         (v == ferry::cuda::kDefaultMmaVariant ? "*]" : "]");
+}
+
 }  // namespace
 
 int main() {
@@ -197,7 +235,7 @@ int main() {
     return 1;
   }
   auto stream = (*be)->create_stream();
-  std::printf("%s\n%-44s %12s %12s\n", (*be)->info().name.c_str(), "op", "enqueued", "graph");
+  std::printf("%s\n%-58s %12s %12s\n", (*be)->info().name.c_str(), "op", "enqueued", "graph");
 
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 12288, 4096},
                          {1, 4096, 12288},
@@ -208,13 +246,15 @@ int main() {
     const ferry::Op op = linear(b, m, n, k);
     const double bytes = 2.0 * static_cast<double>(n * k + m * k + m * n);
     row("linear M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k), b,
-        op, bytes, 2.0 * static_cast<double>(m * n * k));
+        {op}, bytes, 2.0 * static_cast<double>(m * n * k));
   }
   struct A {
     int64_t s, l;
     int h, kv, d;
     bool causal;
   };
+  // The attention shapes once per tensor-core variant (MmaVariant in attention.cuh; the default
+  // is marked *), so that one run compares them.
   for (const A& a :
        {A{1, 3000, 32, 8, 128, true}, A{1, 8000, 32, 8, 128, true}, A{64, 3064, 16, 8, 128, false},
         A{3000, 3000, 32, 8, 128, true}, A{720, 720, 16, 16, 72, false}}) {
@@ -224,10 +264,62 @@ int main() {
     double pairs = static_cast<double>(a.s) * static_cast<double>(a.l);
     if (a.causal && a.s == a.l) pairs = pairs / 2;
     const double flops = 4.0 * pairs * a.d * a.h;
-    row("attention S=" + std::to_string(a.s) + " L=" + std::to_string(a.l) +
-            " H=" + std::to_string(a.h) + "/" + std::to_string(a.kv) +
-            " hd=" + std::to_string(a.d) + (a.causal ? " causal" : ""),
-        b, op, kv_bytes, flops);
+    const std::string name = "attention S=" + std::to_string(a.s) + " L=" + std::to_string(a.l) +
+                             " H=" + std::to_string(a.h) + "/" + std::to_string(a.kv) +
+                             " hd=" + std::to_string(a.d) + (a.causal ? " causal" : "");
+    if (a.s * (a.h / a.kv) < 32) {  // decode: the CUDA-core kernel, no variants
+      row(name, b, {op}, kv_bytes, flops);
+      continue;
+    }
+    for (ferry::cuda::MmaVariant v : ferry::cuda::kMmaVariants) {
+      ferry::cuda::set_attention_mma_variant(v);
+      row(name + " " + variant_tag(v), b, {op}, kv_bytes, flops);
+    }
+    ferry::cuda::set_attention_mma_variant(ferry::cuda::kDefaultMmaVariant);
+  }
+  {
+    // The vision tower's attention (Qwen3-VL, 16 images of 320x576 = 720 patches, 16 heads of
+    // 72, q/k/v as column slices of the fused qkv output): one segmented op per variant, against
+    // 16 per-image ops (what the encoder ran before). Rate: useful flops, head_dim 72 (the
+    // kernels pad it to 80).
+    Bench b{**be, *stream, {}};
+    constexpr int kImages = 16;
+    constexpr int64_t kPatches = 720;
+    constexpr int64_t kHidden = 16 * 72;
+    const int64_t s = kImages * kPatches;
+    const ferry::TensorView qkv =
+        make_view(b.buffer(static_cast<size_t>(s * 3 * kHidden) * 2), DType::bf16, s, 3 * kHidden);
+    ferry::Attention seg;
+    seg.q = qkv.slice_cols(0, kHidden);
+    seg.kv[0] = {qkv.slice_cols(kHidden, kHidden), qkv.slice_cols(2 * kHidden, kHidden)};
+    seg.out = make_view(b.buffer(static_cast<size_t>(s * kHidden) * 2), DType::bf16, s, kHidden);
+    seg.num_heads = 16;
+    seg.num_kv_heads = 16;
+    seg.head_dim = 72;
+    seg.scale = 1.0f / std::sqrt(72.0f);
+    std::vector<int32_t> offsets;
+    for (int i = 0; i <= kImages; ++i) offsets.push_back(static_cast<int32_t>(i * kPatches));
+    seg.segments = b.ints(offsets);
+    seg.max_segment_rows = kPatches;
+    std::vector<ferry::Op> per_image;
+    for (int i = 0; i < kImages; ++i) {
+      ferry::Attention a = seg;
+      a.segments = ferry::TensorView{};
+      a.max_segment_rows = 0;
+      a.q = seg.q.slice_rows(i * kPatches, kPatches);
+      a.kv[0] = {seg.kv[0].k.slice_rows(i * kPatches, kPatches),
+                 seg.kv[0].v.slice_rows(i * kPatches, kPatches)};
+      a.out = seg.out.slice_rows(i * kPatches, kPatches);
+      per_image.push_back(a);
+    }
+    const double flops = 4.0 * kImages * kPatches * kPatches * 72 * 16;
+    const double bytes = 2.0 * 4 * static_cast<double>(s) * 16 * 72;  // q, k, v, out once
+    for (ferry::cuda::MmaVariant v : ferry::cuda::kMmaVariants) {
+      ferry::cuda::set_attention_mma_variant(v);
+      row("vision attn 16x720 H=16 hd=72 segmented " + variant_tag(v), b, {seg}, bytes, flops);
+      row("vision attn 16x720 H=16 hd=72 16 ops " + variant_tag(v), b, per_image, bytes, flops);
+    }
+    ferry::cuda::set_attention_mma_variant(ferry::cuda::kDefaultMmaVariant);
   }
   {
     // Decode attention with q_pos0_dev over 8192-row caches, 8 layers in turn (L2-cold, unlike
@@ -270,20 +362,20 @@ int main() {
     norm.w = view(1, h);
     norm.y = view(m, h);
     norm.dim = h;
-    row("rms_norm 3000x4096 bf16", b, norm, 4.0 * m * h, 0);
+    row("rms_norm 3000x4096 bf16", b, {norm}, 4.0 * m * h, 0);
     ferry::SwiGlu sw{view(m, i), view(m, i), view(m, i)};
-    row("swiglu 3000x12288", b, sw, 6.0 * m * i, 0);
+    row("swiglu 3000x12288", b, {sw}, 6.0 * m * i, 0);
     ferry::Add add{view(m, h), view(m, h)};
-    row("add 3000x4096 bf16", b, add, 6.0 * m * h, 0);
+    row("add 3000x4096 bf16", b, {add}, 6.0 * m * h, 0);
     ferry::Rope rope;
     rope.x = view(m, h);
     rope.cos = make_view(b.buffer(static_cast<size_t>(m * 64) * 4), DType::f32, m, 64);
     rope.sin = make_view(b.buffer(static_cast<size_t>(m * 64) * 4), DType::f32, m, 64);
     rope.num_heads = 32;
     rope.head_dim = 128;
-    row("rope 3000x32x128 bf16", b, rope, 4.0 * m * h + 8.0 * m * 64, 0);
+    row("rope 3000x32x128 bf16", b, {rope}, 4.0 * m * h + 8.0 * m * 64, 0);
     ferry::Argmax am{view(1, 155697), make_view(b.buffer(256), DType::i32, 1, 1)};
-    row("argmax 1x155697 bf16", b, am, 2.0 * 155697, 0);
+    row("argmax 1x155697 bf16", b, {am}, 2.0 * 155697, 0);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "model/vision_encoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -39,6 +40,7 @@ Status VisionEncoder::for_each_buffer(F&& f) {
   FERRY_RETURN_IF_ERROR(f(pos_weight_, n, 4, DType::f32));
   FERRY_RETURN_IF_ERROR(f(rope_cos_, n, half, DType::f32));
   FERRY_RETURN_IF_ERROR(f(rope_sin_, n, half, DType::f32));
+  FERRY_RETURN_IF_ERROR(f(segments_, static_cast<int64_t>(images_.size()) + 1, 1, DType::i32));
   FERRY_RETURN_IF_ERROR(f(x_, n, h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(norm_, n, h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(qkv_, n, 3 * h, DType::bf16));
@@ -89,9 +91,12 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
     }
     const int64_t patches = (g.height / c.patch_size) * (g.width / c.patch_size);
     e.patches_per_image_.push_back(patches);
+    e.segments_host_.push_back(static_cast<int32_t>(e.num_patches_));
+    e.max_patches_ = std::max(e.max_patches_, patches);
     e.num_patches_ += patches;
     if (e.num_patches_ > (int64_t{1} << 24)) return invalid("too many patches");
   }
+  e.segments_host_.push_back(static_cast<int32_t>(e.num_patches_));  // <= 2^24: fits
   e.images_ = std::move(images);
 
   // Host tables, per image in window order, concatenated.
@@ -115,8 +120,9 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
 
 uint64_t VisionEncoder::activation_bytes() const {
   uint64_t total = 0;
-  for (const DeviceBuffer* d : {&pixels_, &pos_idx_, &pos_weight_, &rope_cos_, &rope_sin_, &x_,
-                                &norm_, &qkv_, &attn_, &mlp_, &merger_mid_, &embeds_}) {
+  for (const DeviceBuffer* d :
+       {&pixels_, &pos_idx_, &pos_weight_, &rope_cos_, &rope_sin_, &segments_, &x_, &norm_, &qkv_,
+        &attn_, &mlp_, &merger_mid_, &embeds_}) {
     total += d->bytes();
   }
   for (const DeviceBuffer& d : deepstack_) total += d.bytes();
@@ -166,6 +172,8 @@ Status VisionEncoder::upload_pixels(Stream& stream, std::span<const float> pixel
                    rope_cos_host_.size() * sizeof(float));
   b.copy_to_device(stream, rope_sin_.data(), rope_sin_host_.data(),
                    rope_sin_host_.size() * sizeof(float));
+  b.copy_to_device(stream, segments_.data(), segments_host_.data(),
+                   segments_host_.size() * sizeof(int32_t));
   uploaded_ = true;
   return Status::ok_status();
 }
@@ -225,26 +233,24 @@ Status VisionEncoder::run_block(Stream& stream, int index, const WeightGroup& gr
   // Attention half: x += proj(attn(rope(qkv(LN1(x))))), attention within each image.
   FERRY_RETURN_IF_ERROR(b.run(stream, LayerNorm{x, n1w, n1b, nrm, eps}));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, qkvw, qkvb, qkv}));
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{q, cos, sin, heads, static_cast<int>(hd), RopeMath::f32}));
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{k, cos, sin, heads, static_cast<int>(hd), RopeMath::f32}));
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  int64_t row = 0;
-  for (int64_t patches : patches_per_image_) {
-    Attention a;
-    a.q = q.slice_rows(row, patches);
-    a.kv[0] = KvSpan{k.slice_rows(row, patches), v.slice_rows(row, patches)};
-    a.num_spans = 1;
-    a.out = att.slice_rows(row, patches);
-    a.num_heads = heads;
-    a.num_kv_heads = heads;
-    a.head_dim = static_cast<int>(hd);
-    a.scale = scale;
-    a.causal = false;
-    FERRY_RETURN_IF_ERROR(b.run(stream, a));
-    row += patches;
-  }
+  // q and k are adjacent column slices and rotate by the same per-row tables: one Rope over
+  // 2·heads heads does exactly what one per slice does (each element's arithmetic is per head).
+  FERRY_RETURN_IF_ERROR(b.run(stream, Rope{qkv.slice_cols(0, 2 * h), cos, sin, 2 * heads,
+                                           static_cast<int>(hd), RopeMath::f32}));
+  // One op for every image: segment s (image s's rows) attends only to itself.
+  Attention a;
+  a.q = q;
+  a.kv[0] = KvSpan{k, v};
+  a.num_spans = 1;
+  a.out = att;
+  a.num_heads = heads;
+  a.num_kv_heads = heads;
+  a.head_dim = static_cast<int>(hd);
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  a.causal = false;
+  a.segments = buffer_view(segments_, DType::i32, static_cast<int64_t>(images_.size()) + 1, 1);
+  a.max_segment_rows = max_patches_;
+  FERRY_RETURN_IF_ERROR(b.run(stream, a));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{att, pw, pb, nrm}));
   FERRY_RETURN_IF_ERROR(b.run(stream, Add{x, nrm}));
 

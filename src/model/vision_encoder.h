@@ -46,8 +46,8 @@ class VisionEncoder {
   const std::vector<ImageGeometry>& images() const { return images_; }
 
   // Enqueues the pixel upload and the host tables (position-embedding corners and weights,
-  // rotary cos/sin). pixel_values: [num_patches, patch_values] f32 in the §3.1 order. The host
-  // memory must stay valid and unchanged until the stream has synchronized.
+  // rotary cos/sin, the images' row offsets). pixel_values: [num_patches, patch_values] f32 in the
+  // §3.1 order. The host memory must stay valid and unchanged until the stream has synchronized.
   Status upload_pixels(Stream& stream, std::span<const float> pixel_values);
   // "vision.patch": x = bf16(patch·Wᵀ + b) + bilinear pos-embed (§3.2).
   Status run_patch(Stream& stream, const WeightGroup& group, void* base);
@@ -89,6 +89,8 @@ class VisionEncoder {
   std::vector<float> pos_weight_host_;  // [N, 4]
   std::vector<float> rope_cos_host_;    // [N, head_dim/2]
   std::vector<float> rope_sin_host_;    // [N, head_dim/2]
+  std::vector<int32_t> segments_host_;  // [images + 1]: first patch row of each image, then N
+  int64_t max_patches_ = 0;             // patches of the largest image
 
   // Device buffers (N = num_patches, T = N/4, H = hidden).
   DeviceBuffer pixels_;                  // [N, patch_values] f32
@@ -96,6 +98,7 @@ class VisionEncoder {
   DeviceBuffer pos_weight_;              // [N, 4] f32
   DeviceBuffer rope_cos_;                // [N, head_dim/2] f32
   DeviceBuffer rope_sin_;                // [N, head_dim/2] f32
+  DeviceBuffer segments_;                // [images + 1, 1] i32: attention stays within an image
   DeviceBuffer x_;                       // [N, H] bf16: the residual stream
   DeviceBuffer norm_;                    // [N, H] = [T, 4H] bf16: norm outputs, branch outputs
   DeviceBuffer qkv_;                     // [N, 3H] bf16

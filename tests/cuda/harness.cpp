@@ -255,6 +255,20 @@ bool same_cuda_bits(const Case& a, const Case& b, std::string* why) {
   return true;
 }
 
+CudaRun run_cuda(const Case& c) {
+  Backends* be = backends(nullptr);
+  FERRY_CHECK(be != nullptr, "harness: run_cuda without a CUDA device");
+  RunOutput r = run_on(*be->cuda, *be->cuda_stream, c);
+  CudaRun out;
+  out.status = r.status;
+  out.guard_ok = r.guard_ok;
+  for (size_t i = 0; i < r.images.size(); ++i) {
+    r.images[i].resize(c.buffers[i].host.size());
+    out.images.push_back(std::move(r.images[i]));
+  }
+  return out;
+}
+
 void expect_pass(const Case& c) {
   const CaseResult r = run_case(c);
   EXPECT_TRUE(r.pass()) << c.op << " " << c.shape << ": " << r.error << " bad=" << r.bad

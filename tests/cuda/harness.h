@@ -92,6 +92,16 @@ bool placement_invariant(const Case& c, size_t offset, std::string* why);
 // (one op in two forms that must agree bit for bit, e.g. q_pos0 on the device or the host).
 bool same_cuda_bits(const Case& a, const Case& b, std::string* why);
 
+// Runs the case on CUDA only (no reference): the op's status (or the synchronize error), whether
+// the guard bytes survived, and every buffer's bytes after the op. For ops whose CPU reference
+// refuses the inputs (hostile device data) and for comparing two CUDA runs bit for bit.
+struct CudaRun {
+  Status status;
+  bool guard_ok = true;
+  std::vector<std::vector<uint8_t>> images;  // per buffer, host.size() bytes
+};
+CudaRun run_cuda(const Case& c);
+
 // run_case plus a gtest expectation that the case passed.
 void expect_pass(const Case& c);
 

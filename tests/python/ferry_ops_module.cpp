@@ -282,6 +282,34 @@ py::object attention(const py::array& q, const py::array& k, const py::array& v,
   return finish_with(s, {op.out});
 }
 
+// Attention with segments (ops.h): q, k, v have S rows; segments is an int32 [n + 1, 1] array of
+// row offsets. causal and k2/v2 exist only to check that validate() refuses them.
+py::object attention_segmented(const py::array& q, const py::array& k, const py::array& v,
+                               int num_heads, int num_kv_heads, int head_dim, float scale,
+                               const py::array& segments, int64_t max_segment_rows, bool causal,
+                               const std::optional<py::array>& k2,
+                               const std::optional<py::array>& v2) {
+  Session& s = *session();
+  Attention op;
+  op.q = s.upload(q, "q");
+  op.kv[0] = {s.upload(k, "k"), s.upload(v, "v")};
+  op.num_spans = 1;
+  if (k2 && v2) {
+    op.kv[1] = {s.upload(*k2, "k2"), s.upload(*v2, "v2")};
+    op.num_spans = 2;
+  }
+  op.segments = s.upload(segments, "segments");
+  op.max_segment_rows = max_segment_rows;
+  op.out = s.output(DType::bf16, op.q.rows, op.q.cols);
+  op.num_heads = num_heads;
+  op.num_kv_heads = num_kv_heads;
+  op.head_dim = head_dim;
+  op.scale = scale;
+  op.causal = causal;
+  s.run(op);
+  return finish_with(s, {op.out});
+}
+
 py::object swiglu(const py::array& gate, const py::array& up) {
   Session& s = *session();
   SwiGlu op;
@@ -392,6 +420,10 @@ PYBIND11_MODULE(ferry_ops, m) {
         arg("num_kv_heads"), arg("head_dim"), arg("scale"), arg("causal") = false,
         arg("q_pos0") = 0, arg("k2") = py::none(), arg("v2") = py::none(),
         arg("q_pos0_dev") = py::none());
+  m.def("attention_segmented", &attention_segmented, arg("q"), arg("k"), arg("v"), arg("num_heads"),
+        arg("num_kv_heads"), arg("head_dim"), arg("scale"), arg("segments"),
+        arg("max_segment_rows"), arg("causal") = false, arg("k2") = py::none(),
+        arg("v2") = py::none());
   m.def("swiglu", &swiglu, arg("gate"), arg("up"));
   m.def("add", &add, arg("dst"), arg("src"));
   m.def("add_rows", &add_rows, arg("dst"), arg("src"), arg("rows"));

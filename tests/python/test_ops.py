@@ -486,6 +486,98 @@ def test_attention_q_pos0_dev_rejected(ops, request):
     # The module is still usable afterwards.
     out = ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0_dev=pos)
     assert_bits(out, ops.attention(q, k, v, 2, 1, 16, 0.25, causal=True, q_pos0=1), "after errors", seed)
+# Segments: query i of segment s sees only the keys of segment s (the images of a vision batch).
+# Reference: the float64 attention of each segment on its own, with the same tolerance.
+
+def segmented_reference(q, k, v, heads, kv_heads, hd, scale, bounds):
+    ref = np.zeros((q.shape[0], heads * hd))
+    tol = np.zeros_like(ref)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b > a:
+            ref[a:b], tol[a:b] = attention_reference(q[a:b], [k[a:b]], [v[a:b]], heads, kv_heads,
+                                                     hd, scale, False, 0)
+    return ref, tol
+
+
+def segment_table(bounds, stride=1):
+    """An int32 [n + 1, 1] offset array, optionally a column of a wider array (row stride)."""
+    wide = np.full((len(bounds), stride), -7, dtype=np.int32)
+    wide[:, 0] = bounds
+    return wide[:, :1]
+
+
+@pytest.mark.parametrize("bounds,heads,kv_heads,hd,stride", [
+    ((0, 7, 14, 21), 2, 2, 16, 1),            # equal segments
+    ((0, 1, 38, 121, 200), 4, 4, 72, 1),     # one row, then odd unequal sizes; vision head_dim
+    ((0, 13, 13, 40, 41), 4, 2, 64, 2),      # an empty segment, GQA 2, strided offsets
+    ((0, 33, 50), 2, 1, 128, 1),             # head_dim 128, GQA 2
+    ((0, 50), 3, 3, 8, 1),                   # one segment: the plain op
+])
+def test_attention_segments(ops, request, bounds, heads, kv_heads, hd, stride):
+    rng, seed = seeded(request)
+    s_rows = bounds[-1]
+    q = rand_bf16(rng, (s_rows, heads * hd), 2.0)
+    k = rand_bf16(rng, (s_rows, kv_heads * hd), 2.0)
+    v = rand_bf16(rng, (s_rows, kv_heads * hd))
+    scale = 1.0 / math.sqrt(hd)
+    longest = max(b - a for a, b in zip(bounds[:-1], bounds[1:]))
+    out = ops.attention_segmented(q, k, v, heads, kv_heads, hd, scale, segment_table(bounds, stride),
+                                  longest)
+    ref, tol = segmented_reference(q, k, v, heads, kv_heads, hd, scale, bounds)
+    what = f"attention segments {bounds}"
+    assert_within(out, ref, tol + ulp(ref), what, seed)
+    assert_mostly_exact(out, to_bf16(ref), what, seed)
+    # Segmented attention is, bit for bit, each segment's plain attention on its own rows.
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if b > a:
+            alone = ops.attention(q[a:b], k[a:b], v[a:b], heads, kv_heads, hd, scale)
+            assert_bits(out[a:b], alone, f"{what}: segment [{a}, {b})", seed)
+
+
+def test_attention_segments_fused_qkv(ops, request):
+    """The vision tower's layout: q, k, v are column slices of one qkv row (row strides)."""
+    rng, seed = seeded(request)
+    heads, hd, bounds = 2, 16, (0, 9, 25)
+    fused = rand_bf16(rng, (25, 3 * heads * hd), 2.0)
+    q, k, v = (fused[:, i * heads * hd:(i + 1) * heads * hd] for i in range(3))
+    out = ops.attention_segmented(q, k, v, heads, heads, hd, 0.25, segment_table(bounds), 16)
+    ref, tol = segmented_reference(q, k, v, heads, heads, hd, 0.25, bounds)
+    assert_within(out, ref, tol + ulp(ref), "attention segments fused qkv", seed)
+
+
+def test_attention_segments_rejected_by_validate(ops, request):
+    rng, seed = seeded(request)
+    q = rand_bf16(rng, (6, 16))
+    seg = segment_table((0, 3, 6))
+    with pytest.raises(ValueError, match="attention: segments: needs non-causal attention"):
+        ops.attention_segmented(q, q, q, 1, 1, 16, 0.25, seg, 3, causal=True)
+    with pytest.raises(ValueError, match="attention: segments: needs one span"):
+        ops.attention_segmented(q, q, q, 1, 1, 16, 0.25, seg, 3, k2=q[:1], v2=q[:1])
+    with pytest.raises(ValueError, match="attention: segments: needs one span"):
+        ops.attention_segmented(q, q[:5], q[:5], 1, 1, 16, 0.25, seg, 3)
+    for rows in (0, 7):
+        with pytest.raises(ValueError, match=r"attention: max_segment_rows: must lie in \[1, S\]"):
+            ops.attention_segmented(q, q, q, 1, 1, 16, 0.25, seg, rows)
+    with pytest.raises(ValueError, match=r"attention: segments: expected shape \[n \+ 1, 1\]"):
+        ops.attention_segmented(q, q, q, 1, 1, 16, 0.25, segment_table((6,)), 6)
+    with pytest.raises(ValueError, match="attention: segments: expected dtype I32"):
+        ops.attention_segmented(q, q, q, 1, 1, 16, 0.25, np.zeros((3, 1), np.float32), 3)
+
+
+@pytest.mark.parametrize("bounds", [
+    (1, 3, 6),        # does not start at 0
+    (0, 4, 2, 6),     # decreasing
+    (0, 2, 5),        # ends before S
+    (0, 3, 7),        # ends past S
+    (0, 1, 6),        # a segment longer than max_segment_rows (3)
+    (0, -1, 6),       # negative
+])
+def test_attention_segments_bad_offsets(ops, request, bounds):
+    """The offsets are device data, checked when the op runs: the error comes from synchronize."""
+    rng, seed = seeded(request)
+    q = rand_bf16(rng, (6, 16))
+    with pytest.raises(RuntimeError, match="attention: .*segment"):
+        ops.attention_segmented(q, q, q, 1, 1, 16, 0.25, segment_table(bounds), 3)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -197,6 +197,53 @@ TEST_F(OpsValidate, Attention) {
   expect_error(bad, {"attention: out: overlaps kv[0].k"});
 }
 
+// Segments (the images of a vision batch in one op): non-causal, one span with S rows, an i32
+// [n + 1, 1] offset table, max_segment_rows in [1, S]. The offsets' values are the backend's to
+// check (they are device data); see the CPU backend tests.
+TEST_F(OpsValidate, AttentionSegments) {
+  Attention good;
+  good.q = bf16(0, 6, 2 * 16);
+  good.kv[0] = {bf16(1, 6, 2 * 16), bf16(2, 6, 2 * 16)};
+  good.num_spans = 1;
+  good.out = bf16(5, 6, 2 * 16);
+  good.num_heads = 2;
+  good.num_kv_heads = 2;
+  good.head_dim = 16;
+  good.scale = 0.25f;
+  good.segments = i32(6, 3, 1);
+  good.max_segment_rows = 4;
+  expect_ok(good);
+
+  Attention bad = good;
+  bad.causal = true;
+  expect_error(bad, {"attention: segments: needs non-causal attention"});
+  bad = good;
+  bad.kv[1] = {bf16(3, 1, 32), bf16(4, 1, 32)};
+  bad.num_spans = 2;
+  expect_error(bad, {"attention: segments: needs one span with as many rows as q"});
+  bad = good;
+  bad.kv[0] = {bf16(1, 5, 32), bf16(2, 5, 32)};
+  expect_error(bad, {"attention: segments: needs one span with as many rows as q"});
+  for (int64_t rows : {int64_t{0}, int64_t{7}, int64_t{-1}}) {
+    bad = good;
+    bad.max_segment_rows = rows;
+    expect_error(bad,
+                 {"attention: max_segment_rows: must lie in [1, S], got " + std::to_string(rows)});
+  }
+  bad = good;
+  bad.max_segment_rows = 6;  // = S: one segment may hold every row
+  expect_ok(bad);
+  bad = good;
+  bad.segments = i32(6, 1, 1);
+  expect_error(bad, {"attention: segments: expected shape [n + 1, 1] with n >= 1, got [1, 1]"});
+  bad = good;
+  bad.segments = i32(6, 3, 2);
+  expect_error(bad, {"attention: segments: expected shape [n + 1, 1]"});
+  bad = good;
+  bad.segments = f32(6, 3, 1);
+  expect_error(bad, {"attention: segments: expected dtype I32, got F32"});
+}
+
 TEST_F(OpsValidate, ElementwiseAndRowOps) {
   // gate and up as the two halves of one fused [4, 2*24] projection: disjoint column windows.
   const TensorView fused = bf16(0, 4, 48);

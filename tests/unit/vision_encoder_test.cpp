@@ -223,10 +223,10 @@ TEST(VisionEncoder, RealConfigGeometry) {
   EXPECT_EQ(enc->num_deepstack(), 3);
   EXPECT_EQ(enc->image_embeds().cols, 4096);
   EXPECT_EQ(enc->deepstack(2).rows, 180);
-  // f32 pixels, i32/f32 corner tables, f32 cos/sin; bf16 x, norm, qkv, attn, mlp; the merger's
-  // fc1 output, and four [180, 4096] outputs.
+  // f32 pixels, i32/f32 corner tables, f32 cos/sin, the i32 image offsets {0, 720}; bf16 x,
+  // norm, qkv, attn, mlp; the merger's fc1 output, and four [180, 4096] outputs.
   const uint64_t n = 720;
-  EXPECT_EQ(enc->activation_bytes(), n * 1536 * 4 + 2 * n * 4 * 4 + 2 * n * 36 * 4 +
+  EXPECT_EQ(enc->activation_bytes(), n * 1536 * 4 + 2 * n * 4 * 4 + 2 * n * 36 * 4 + 2 * 4 +
                                          n * (1152 * 3 + 3456 + 4304) * 2 + 180 * 4608 * 2 +
                                          4 * 180 * 4096 * 2);
 }

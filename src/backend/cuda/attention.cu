@@ -9,6 +9,7 @@
 // sum l, fp32) and accumulates p·v with lane c owning output dims c, c+32, c+64, c+96.
 // Nothing depends on timing: the tile order, the butterfly reductions and the split combine
 // (split 0, 1, ... in order) are fixed, so the same inputs give the same bits.
+#include <atomic>
 #include <string>
 
 #include "backend/cuda/attention.cuh"
@@ -52,8 +53,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
   const int lane = tid % 32;
   const int d_head = p.head_dim;
   const int kvh = static_cast<int>(blockIdx.y);
-  const int64_t total_rows = p.seq * p.group;
-  const int64_t row0 = int64_t{blockIdx.x} * kRows;
+  const BlockRange range = attention_block_range(p, kRows);
+  if (range.row0 >= range.row_end) return;  // a row block past its segment's end
+  const int64_t total_rows = range.row_end;
+  const int64_t row0 = range.row0;
 
   // Stage this block's query rows (zeros for rows past the end); unrolled so that several
   // global loads are in flight per thread.
@@ -73,9 +76,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const AttnParams p)
 
   // Key range of this split, cut at the last key any row of the block may see.
   const int64_t q_pos0 = attn_q_pos0(p);
-  const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
-  int64_t ke = kb + p.keys_per_split;
-  if (ke > p.keys) ke = p.keys;
+  const int64_t kb = range.key_begin;
+  int64_t ke = range.key_end;
   if (p.causal) {
     int64_t last_row = row0 + kRows - 1;
     if (last_row >= total_rows) last_row = total_rows - 1;
@@ -289,7 +291,31 @@ void launch_attention(const AttnParams& p, bool vec, dim3 grid, cudaStream_t str
   }
 }
 
+std::atomic<MmaVariant> g_mma_variant{kDefaultMmaVariant};
+
 }  // namespace
+
+const char* mma_variant_name(MmaVariant v) {
+  switch (v) {
+    case MmaVariant::legacy:
+      return "legacy";
+    case MmaVariant::async_w4:
+      return "async_w4";
+    case MmaVariant::async_w8:
+      return "async_w8";
+    case MmaVariant::async_w4m2:
+      return "async_w4m2";
+  }
+  return "?";
+}
+
+void set_attention_mma_variant(MmaVariant v) {
+  g_mma_variant.store(v);
+}
+
+MmaVariant attention_mma_variant() {
+  return g_mma_variant.load();
+}
 
 int attention_splits(int64_t q_rows, int num_heads, int num_kv_heads, int64_t keys,
                      int rows_per_block) {
@@ -330,6 +356,8 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
     p.v_stride[s] = used ? op.kv[s].v.stride() : 0;
     if (used) keys += op.kv[s].k.rows;
   }
+  // The tensor-core kernels count keys in 32 bits (no device holds a cache that long anyway).
+  if (keys > 0x7fffffff) return make_error(ErrorCode::unsupported, "attention: 2^31 keys or more");
   p.span0 = op.kv[0].k.rows;
   p.seq = seq;
   p.keys = keys;
@@ -352,17 +380,32 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
       vec_ok = vec_ok && reinterpret_cast<uintptr_t>(v->data) % 16 == 0 && v->stride() % 8 == 0;
     }
   }
-  const bool use_mma = padded != 0 && vec_ok && seq * p.group >= kMmaRows / 2;
-  const int rows_per_block = use_mma ? kMmaRows : kRows;
+  // With segments a block never spans two of them, so the segment size sets how full it is.
+  const bool segmented = !op.segments.empty();
+  const int64_t block_rows = segmented ? op.max_segment_rows : seq;
+  const bool use_mma = padded != 0 && vec_ok && block_rows * p.group >= kMmaRows / 2;
+  const MmaVariant variant = attention_mma_variant();
+  const int rows_per_block = use_mma ? mma_rows_per_block(variant, padded) : kRows;
 
-  const int splits = attention_splits(seq, op.num_heads, op.num_kv_heads, keys, rows_per_block);
+  // Segments run in one split: each block sees at most max_segment_rows keys, and the segments'
+  // row blocks are what fills the GPU (vision: 16 images x 12 row blocks x 16 heads).
+  const int splits =
+      segmented ? 1 : attention_splits(seq, op.num_heads, op.num_kv_heads, keys, rows_per_block);
   constexpr int64_t kSplitQuantum = 64;  // a multiple of both kernels' key tiles
   int64_t per_split = (keys + splits - 1) / splits;
   per_split = (per_split + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum;
   if (per_split == 0) per_split = kSplitQuantum;
   p.keys_per_split = per_split;
 
-  const int64_t row_blocks = (seq * p.group + rows_per_block - 1) / rows_per_block;
+  int64_t row_blocks = (seq * p.group + rows_per_block - 1) / rows_per_block;
+  if (segmented) {
+    const int64_t n = op.segments.rows - 1;
+    p.segments = ptr<const int32_t>(op.segments);
+    p.segments_stride = op.segments.stride();
+    p.max_segment_rows = op.max_segment_rows;
+    p.seg_row_blocks = (op.max_segment_rows * p.group + rows_per_block - 1) / rows_per_block;
+    row_blocks = p.seg_row_blocks > 0x7fffffff / n ? int64_t{1} << 31 : n * p.seg_row_blocks;
+  }
   if (row_blocks > 0x7fffffff) return make_error(ErrorCode::unsupported, "attention: S too large");
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(op.num_kv_heads),
                   static_cast<unsigned>(splits));
@@ -378,7 +421,11 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
 
   int nc = (d_head + 31) / 32;
   if (use_mma) {
-    launch_attention_mma(p, padded, grid, ctx.stream);
+    if (variant == MmaVariant::legacy) {
+      launch_attention_mma(p, padded, grid, ctx.stream);
+    } else {
+      launch_attention_mma_async(p, padded, variant, grid, ctx.stream);
+    }
     nc = 0;
   }
   switch (nc) {

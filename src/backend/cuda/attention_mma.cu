@@ -16,56 +16,20 @@
 // so the score accumulators of key tiles 2kk and 2kk+1 are exactly the A fragment of P for the
 // k-chunk kk of the P·V product.
 #include "backend/cuda/attention_impl.cuh"
+#include "backend/cuda/attention_mma_frag.cuh"
 #include "backend/cuda/cuda_check.h"
 
 namespace ferry::cuda {
 namespace {
 
+using mma::cvt_bf16x2;
+using mma::ldmatrix_x4;
+using mma::ldmatrix_x4_trans;
+using mma::mma_bf16;
+using mma::q_pair;
+
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack(bf16_t lo, bf16_t hi) {
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-}
-
-// Four 8×8 bf16 matrices from shared memory (lane i gives the address of row i % 8 of matrix
-// i / 8); .trans delivers each transposed.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16_t* p) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16_t* p) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
-
-// {bf16(lo), bf16(hi)} packed with lo in the low half, round to nearest even (one cvt).
-__device__ __forceinline__ uint32_t cvt_bf16x2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// Two consecutive bf16 of a query row as one A register (zeros past head_dim or past the rows).
-__device__ __forceinline__ uint32_t q_pair(const bf16_t* row, int d, int head_dim) {
-  if (row == nullptr || d >= head_dim) return 0u;
-  return pack(row[d], row[d + 1]);
-}
 
 template <int DP>  // head_dim padded to a multiple of 16
 __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParams p) {
@@ -83,8 +47,10 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
   const int t = lane % 4;
   const int d_head = p.head_dim;
   const int kvh = static_cast<int>(blockIdx.y);
-  const int64_t total_rows = p.seq * p.group;
-  const int64_t row0 = int64_t{blockIdx.x} * kMmaRows;
+  const BlockRange range = attention_block_range(p, kMmaRows);
+  if (range.row0 >= range.row_end) return;  // a row block past its segment's end
+  const int64_t total_rows = range.row_end;
+  const int64_t row0 = range.row0;
 
   // The two rows this thread holds accumulators for: warp·16 + g and warp·16 + g + 8.
   int64_t qi[2];
@@ -110,9 +76,8 @@ __global__ void __launch_bounds__(kThreads) attention_mma_kernel(const AttnParam
 
   // Key range of this split, cut at the last key any row of the block may see.
   const int64_t q_pos0 = attn_q_pos0(p);
-  const int64_t kb = int64_t{blockIdx.z} * p.keys_per_split;
-  int64_t ke = kb + p.keys_per_split;
-  if (ke > p.keys) ke = p.keys;
+  const int64_t kb = range.key_begin;
+  int64_t ke = range.key_end;
   if (p.causal) {
     int64_t last_row = row0 + kMmaRows - 1;
     if (last_row >= total_rows) last_row = total_rows - 1;

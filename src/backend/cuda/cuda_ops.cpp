@@ -22,10 +22,6 @@ Status check_cuda_limits(const Op& op) {
                             std::to_string(kAttentionMaxHeadDim) + ", got " +
                             std::to_string(a->head_dim));
     }
-    if (!a->segments.empty()) {
-      return make_error(ErrorCode::unsupported,
-                        "attention: segments are not implemented on cuda yet");
-    }
     if (a->num_spans < 1 || a->num_spans > 2) {
       return make_error(ErrorCode::invalid_argument, "attention: num_spans must be 1 or 2");
     }
