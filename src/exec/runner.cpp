@@ -73,7 +73,10 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
       if (graph != nullptr) {
         ++times.replayed[phase];
       } else {
+        const auto record_start = clock::now();
         Result<std::unique_ptr<Graph>> recorded = record_call(backend, stream, handler, c, g, base);
+        times.record_seconds[phase] +=
+            std::chrono::duration<double>(clock::now() - record_start).count();
         if (recorded.ok()) {
           graph = graphs.add(key, std::move(recorded).value());
           ++times.recorded[phase];
