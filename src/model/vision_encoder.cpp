@@ -225,10 +225,9 @@ Status VisionEncoder::run_block(Stream& stream, int index, const WeightGroup& gr
   // Attention half: x += proj(attn(rope(qkv(LN1(x))))), attention within each image.
   FERRY_RETURN_IF_ERROR(b.run(stream, LayerNorm{x, n1w, n1b, nrm, eps}));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, qkvw, qkvb, qkv}));
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{q, cos, sin, heads, static_cast<int>(hd), RopeMath::f32}));
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{k, cos, sin, heads, static_cast<int>(hd), RopeMath::f32}));
+  // q and k rotate alike: one op over their 2·heads heads, side by side in the qkv rows.
+  FERRY_RETURN_IF_ERROR(b.run(stream, Rope{qkv.slice_cols(0, 2 * h), cos, sin, 2 * heads,
+                                           static_cast<int>(hd), RopeMath::f32}));
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   int64_t row = 0;
   for (int64_t patches : patches_per_image_) {
