@@ -16,11 +16,15 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/activation.cuh"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/norm.cuh"
+#include "backend/cuda/rope.cuh"
 #include "core/bf16.h"
 
 namespace {
@@ -34,8 +38,9 @@ struct Bench {
   ferry::Stream& stream;
   std::vector<ferry::DeviceBuffer> keep;
 
-  // A device buffer whose first `fill` bytes (all by default) are random bf16 values.
-  void* buffer(size_t bytes, size_t fill = SIZE_MAX) {
+  // A device buffer whose first `fill` bytes (all by default) are random bf16 values in
+  // [-scale, scale].
+  void* buffer(size_t bytes, size_t fill = SIZE_MAX, float scale = 1.0f) {
     auto b = be.allocate(bytes);
     if (!b.ok()) {
       std::fprintf(stderr, "allocate: %s\n", b.error().to_string().c_str());
@@ -43,7 +48,7 @@ struct Bench {
     }
     std::vector<uint16_t> host(std::min(bytes, fill) / 2);
     std::mt19937 gen(static_cast<unsigned>(keep.size() + 1));
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::uniform_real_distribution<float> dist(-scale, scale);
     for (auto& h : host) h = ferry::f32_to_bf16(dist(gen));
     be.copy_to_device(stream, b->data(), host.data(), host.size() * 2);
     (void)be.synchronize(stream);
@@ -206,6 +211,126 @@ void decode_row(const std::string& name, Bench& b, const std::function<ferry::St
   const double sec = b.time_graph_body(body);
   std::printf("%-44s %9.1f us %9.1f us %8.2f TB/s\n", name.c_str(), host * 1e6, sec * 1e6,
               kv_bytes / sec / 1e12);
+}
+
+// One line for a launcher called directly (a kernel variant the backend does not pick): time
+// enqueued and in a graph, and GB/s of `bytes` (read + written) at the graph time.
+void body_row(const std::string& name, Bench& b, const std::function<ferry::Status()>& body,
+              double bytes) {
+  const double host = b.time_body(body);
+  const double sec = b.time_graph_body(body);
+  std::printf("%-44s %9.1f us %9.1f us %8.0f GB/s\n", name.c_str(), host * 1e6, sec * 1e6,
+              bytes / sec / 1e9);
+}
+
+// The elementwise and normalization passes at the Alpamayo-R1 shapes, each new kernel against
+// the one it replaced (same output bits for the activations and rope; the norms agree within the
+// harness tolerance): the bf16 activation pass after the vision fc1 GEMM, prefill swiglu on the
+// fused gate|up projection, the vision and merger LayerNorms, the text RMSNorms (hidden and
+// per-head q/k inside qkv), and rope on q|k inside qkv (vision f32 math, text bf16 math).
+void elementwise_rows(Backend& be, ferry::Stream& stream) {
+  using ferry::cuda::ActImpl;
+  Bench b{be, stream, {}};
+  const ferry::cuda::OpContext ctx{ferry::cuda::stream_handle(stream)};
+  auto view = [&](int64_t r, int64_t c, DType t = DType::bf16) {
+    return make_view(b.buffer(static_cast<size_t>(r * c) * ferry::dtype_size(t)), t, r, c);
+  };
+  {
+    // The vision fc1 (GEMM + bias, then the activation pass in place): without activation, with
+    // the fast gelu_tanh (the op as the backend runs it), and with the double reference pass;
+    // the differences are the pass's cost. Weights scaled by 3/sqrt(K) so that the outputs are
+    // ~N(0, 1) as in the model (the bracket test falls back below u = -3.2; uniform [-1, 1]
+    // weights would put half the outputs there).
+    const int64_t m = 11520;
+    const int64_t n = 4304;
+    const int64_t k = 1152;
+    ferry::Linear fc1;
+    fc1.x = view(m, k);
+    fc1.w = make_view(b.buffer(static_cast<size_t>(n * k) * 2, SIZE_MAX, 3.0f / std::sqrt(1152.0f)),
+                      DType::bf16, n, k);
+    fc1.bias = view(1, n);
+    fc1.y = view(m, n);
+    const double bytes = 2.0 * static_cast<double>(n * k + m * k + m * n);
+    const double flops = 2.0 * static_cast<double>(m * n * k);
+    row("linear fc1 11520x4304x1152 +bias", b, fc1, bytes, flops);
+    fc1.act = ferry::Activation::gelu_tanh;
+    row("  + gelu_tanh (fast pass)", b, fc1, bytes, flops);
+    ferry::Linear plain = fc1;
+    plain.act = ferry::Activation::none;
+    body_row(
+        "  + gelu_tanh (double pass, before)", b,
+        [&]() -> ferry::Status {
+          FERRY_RETURN_IF_ERROR(be.run(stream, plain));
+          return ferry::cuda::launch_act_bf16(ctx.stream, static_cast<uint16_t*>(fc1.y.data), n, m,
+                                              n, ferry::Activation::gelu_tanh, ActImpl::reference);
+        },
+        bytes);
+  }
+  {
+    const int64_t m = 3007;
+    const int64_t i = 12288;
+    const ferry::TensorView gu = view(m, 2 * i);
+    const ferry::SwiGlu sw{gu.slice_cols(0, i), gu.slice_cols(i, i), view(m, i)};
+    for (auto [impl, tag] : {std::pair{ActImpl::fast, "fast"}, {ActImpl::reference, "double"}}) {
+      body_row(
+          std::string("swiglu 3007x12288 fused gate|up ") + tag, b,
+          [&, impl] { return ferry::cuda::run_swiglu(ctx, sw, impl); },
+          6.0 * static_cast<double>(m * i));
+    }
+  }
+  using ferry::cuda::NormKernel;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{11520, 1152}, {2880, 4608}}) {
+    ferry::LayerNorm ln{view(rows, cols), view(1, cols), view(1, cols), view(rows, cols), 1e-6f};
+    for (auto [k, tag] : {std::pair{NormKernel::best, "team"}, {NormKernel::legacy, "block"}}) {
+      body_row(
+          "layer_norm " + std::to_string(rows) + "x" + std::to_string(cols) + " bf16 " + tag, b,
+          [&, k] { return ferry::cuda::run_layer_norm(ctx, ln, k); },
+          4.0 * static_cast<double>(rows * cols));
+    }
+  }
+  {
+    const int64_t m = 3007;
+    ferry::RmsNorm hidden{view(m, 4096), view(1, 4096), view(m, 4096), 4096, 1e-6f};
+    const ferry::TensorView qkv = view(m, 6144);
+    ferry::RmsNorm qn{qkv.slice_cols(0, 4096), view(1, 128), qkv.slice_cols(0, 4096), 128, 1e-6f};
+    for (auto [k, tag] : {std::pair{NormKernel::best, "team"}, {NormKernel::legacy, "block"}}) {
+      body_row(
+          std::string("rms_norm 3007x4096 bf16 ") + tag, b,
+          [&, k] { return ferry::cuda::run_rms_norm(ctx, hidden, k); },
+          4.0 * static_cast<double>(m * 4096));
+      body_row(
+          std::string("rms_norm q 3007x32x128 in qkv ") + tag, b,
+          [&, k] { return ferry::cuda::run_rms_norm(ctx, qn, k); },
+          4.0 * static_cast<double>(m * 4096));
+    }
+  }
+  using ferry::cuda::RopeKernel;
+  struct R {
+    int64_t rows;
+    int heads, hd;
+    int64_t stride;
+    ferry::RopeMath math;
+    const char* name;
+  };
+  for (const R& r :
+       {R{11520, 32, 72, 3456, ferry::RopeMath::f32, "rope vision q|k 11520x32x72 f32"},
+        R{3007, 40, 128, 6144, ferry::RopeMath::bf16, "rope text q|k 3007x40x128"}}) {
+    const int half = r.hd / 2;
+    ferry::Rope rope;
+    rope.x = view(r.rows, r.stride).slice_cols(0, int64_t{r.heads} * r.hd);
+    rope.cos = view(r.rows, half, DType::f32);
+    rope.sin = view(r.rows, half, DType::f32);
+    rope.num_heads = r.heads;
+    rope.head_dim = r.hd;
+    rope.math = r.math;
+    const double bytes = 4.0 * static_cast<double>(r.rows * r.heads * r.hd) +
+                         8.0 * static_cast<double>(r.rows * half);
+    for (auto [k, tag] : {std::pair{RopeKernel::best, " vec"}, {RopeKernel::legacy, " scalar"}}) {
+      body_row(
+          std::string(r.name) + tag, b, [&, k] { return ferry::cuda::run_rope(ctx, rope, k); },
+          bytes);
+    }
+  }
 }
 
 ferry::Op linear(Bench& b, int64_t m, int64_t n, int64_t k) {
@@ -377,5 +502,6 @@ int main() {
     ferry::Argmax am{view(1, 155697), make_view(b.buffer(256), DType::i32, 1, 1)};
     row("argmax 1x155697 bf16", b, {am}, 2.0 * 155697, 0);
   }
+  elementwise_rows(**be, *stream);
   return 0;
 }

@@ -136,6 +136,14 @@ TEST(CudaOps, RmsNorm) {
   expect_pass(rms_case(rng, 5, 64, 16, DType::bf16, false));
   expect_pass(rms_case(rng, 3, 2048, 2048, DType::f32, false));     // expert residual stream
   expect_pass(rms_case(rng, 4, 256, 128, DType::bf16, true, 768));  // k inside fused qkv
+  // The register-resident team kernels at each team size (16, 32, 128, 256 threads), partial
+  // last blocks, and a chunk too wide for them (one block per chunk).
+  expect_pass(rms_case(rng, 33, 2048, 2048, DType::bf16, false));      // team 32, 8 vectors each
+  expect_pass(rms_case(rng, 9, 1152, 1152, DType::bf16, true));        // team 32, partial vectors
+  expect_pass(rms_case(rng, 5, 4096, 4096, DType::bf16, true));        // team 128, in place
+  expect_pass(rms_case(rng, 3, 16384, 16384, DType::bf16, false));     // team 256
+  expect_pass(rms_case(rng, 2, 16392, 16392, DType::bf16, false));     // too wide: block kernel
+  expect_pass(rms_case(rng, 19, 5120, 128, DType::bf16, true, 5376));  // 40 heads in qkv
 }
 
 Case layer_norm_case(Rng& rng, int64_t rows, int64_t cols, DType xt, DType yt) {
@@ -166,6 +174,13 @@ TEST(CudaOps, LayerNorm) {
   expect_pass(layer_norm_case(rng, 7, 4608, DType::bf16, DType::f32));
   expect_pass(layer_norm_case(rng, 3, 37, DType::f32, DType::bf16));
   expect_pass(layer_norm_case(rng, 5, 2048, DType::f32, DType::f32));
+  // The register-resident team kernels (bf16 x and y): the vision width with a partial last
+  // block, the merger width, a narrow row, and a row too wide for them.
+  expect_pass(layer_norm_case(rng, 37, 1152, DType::bf16, DType::bf16));  // team 32
+  expect_pass(layer_norm_case(rng, 5, 4608, DType::bf16, DType::bf16));   // team 128
+  expect_pass(layer_norm_case(rng, 3, 64, DType::bf16, DType::bf16));     // team 16
+  expect_pass(layer_norm_case(rng, 2, 12288, DType::bf16, DType::bf16));  // team 256
+  expect_pass(layer_norm_case(rng, 2, 20000, DType::bf16, DType::bf16));  // block kernel
 }
 
 // ---- rotary ---------------------------------------------------------------------------------
@@ -203,6 +218,12 @@ TEST(CudaOps, Rope) {
   expect_pass(rope_case(rng, 9, 16, 72, RopeMath::f32));
   expect_pass(rope_case(rng, 3, 2, 16, RopeMath::bf16, 3 * 2 * 16));  // q inside fused qkv
   expect_pass(rope_case(rng, 1, 8, 128, RopeMath::f32, 4096));
+  // The model's shapes on the vectorized kernel: text q|k (40 heads of 128 inside qkv, 16-byte
+  // accesses), vision q|k (32 heads of 72 inside qkv, 8-byte accesses); and a half of 10 (no
+  // vector width fits: the scalar kernel).
+  expect_pass(rope_case(rng, 7, 40, 128, RopeMath::bf16, 6144));
+  expect_pass(rope_case(rng, 11, 32, 72, RopeMath::f32, 3456));
+  expect_pass(rope_case(rng, 4, 3, 20, RopeMath::bf16));
 }
 
 Case rope_table_case(Rng& rng, int64_t rows, int head_dim, float theta, std::array<int, 3> sec,

@@ -1,5 +1,7 @@
 #include <initializer_list>
 
+#include "backend/cuda/activation.cuh"
+#include "backend/cuda/activation_math.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.cuh"
@@ -9,15 +11,20 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// silu(u) = u / (1 + e^-u). The exponential is evaluated in double and rounded once to float, so
-// it is the correctly rounded expf almost always (as the CPU reference's libm expf).
-__device__ __forceinline__ float silu_f(float u) {
-  const float e = static_cast<float>(exp(-static_cast<double>(u)));
-  return __fdiv_rn(u, __fadd_rn(1.0f, e));
+// bf16(silu(u)) of the double-based reference (activation.cuh): fast fp32 with the exact
+// fallback, or the reference itself (kRef, for the tests and benchmarks).
+template <bool kRef>
+__device__ __forceinline__ float silu_bf16(float u) {
+  if constexpr (kRef) {
+    return round_bf16(silu_ref(u));
+  } else {
+    return bf16_to_f32(static_cast<bf16_t>(silu_bf16_bits(u)));
+  }
 }
 
 // ---- kernels ---------------------------------------------------------------------------------
 
+template <bool kRef>
 __global__ void swiglu_kernel(const bf16_t* gate, int64_t gs, const bf16_t* up, int64_t us,
                               bf16_t* out, int64_t os, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
@@ -25,7 +32,7 @@ __global__ void swiglu_kernel(const bf16_t* gate, int64_t gs, const bf16_t* up, 
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / cols;
     const int64_t c = i - r * cols;
-    const float s = round_bf16(silu_f(to_float(gate[r * gs + c])));
+    const float s = silu_bf16<kRef>(to_float(gate[r * gs + c]));
     out[r * os + c] = f32_to_bf16(__fmul_rn(s, to_float(up[r * us + c])));
   }
 }
@@ -77,6 +84,7 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+template <bool kRef>
 __global__ void swiglu_vec8_kernel(const bf16_t* gate, int64_t gs, const bf16_t* up, int64_t us,
                                    bf16_t* out, int64_t os, int64_t rows, int64_t vecs) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -88,7 +96,7 @@ __global__ void swiglu_vec8_kernel(const bf16_t* gate, int64_t gs, const bf16_t*
       unpack8(*reinterpret_cast<const uint4*>(up + r * us + v * 8), u);
       float o[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(round_bf16(silu_f(g[e])), u[e]);
+      for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(silu_bf16<kRef>(g[e]), u[e]);
       *reinterpret_cast<uint4*>(out + r * os + v * 8) = pack8(o);
     }
   }
@@ -158,22 +166,27 @@ void launch_cast(const Cast& op, cudaStream_t stream) {
       ptr<const X>(op.x), op.x.stride(), ptr<Y>(op.y), op.y.stride(), op.x.rows, op.x.cols);
 }
 
-}  // namespace
-
-Status run_swiglu(const OpContext& ctx, const SwiGlu& op) {
+template <bool kRef>
+Status launch_swiglu(const OpContext& ctx, const SwiGlu& op) {
   const int64_t n = op.out.numel();
   if (n == 0) return Status();
   if (vec8_ok({&op.gate, &op.up, &op.out})) {
     const int64_t vecs = op.out.cols / 8;
-    swiglu_vec8_kernel<<<vec8_grid(op.out.rows, vecs), kThreads, 0, ctx.stream>>>(
+    swiglu_vec8_kernel<kRef><<<vec8_grid(op.out.rows, vecs), kThreads, 0, ctx.stream>>>(
         ptr<const bf16_t>(op.gate), op.gate.stride(), ptr<const bf16_t>(op.up), op.up.stride(),
         ptr<bf16_t>(op.out), op.out.stride(), op.out.rows, vecs);
     return launch_status("swiglu_vec8_kernel");
   }
-  swiglu_kernel<<<grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
+  swiglu_kernel<kRef><<<grid_for(n, kThreads), kThreads, 0, ctx.stream>>>(
       ptr<const bf16_t>(op.gate), op.gate.stride(), ptr<const bf16_t>(op.up), op.up.stride(),
       ptr<bf16_t>(op.out), op.out.stride(), op.out.rows, op.out.cols);
   return launch_status("swiglu_kernel");
+}
+
+}  // namespace
+
+Status run_swiglu(const OpContext& ctx, const SwiGlu& op, ActImpl impl) {
+  return impl == ActImpl::reference ? launch_swiglu<true>(ctx, op) : launch_swiglu<false>(ctx, op);
 }
 
 Status run_add(const OpContext& ctx, const Add& op) {

@@ -5,9 +5,9 @@
 // as K×M. Compute type fp32, scale type fp32.
 //
 // Rounding points (ops.h): for a bf16 y the GEMM writes t = bf16(acc + bias) (bias added in fp32
-// by the BIAS epilogue), then act_kernel rewrites y = bf16(act(t)) in place. For an f32 y the GEMM
-// writes acc and post_f32_kernel applies y = act(acc + bias) in fp32. An f32 x is first rounded to
-// bf16 into stream-ordered scratch memory.
+// by the BIAS epilogue), then launch_act_bf16 (activation.cu) rewrites y = bf16(act(t)) in place.
+// For an f32 y the GEMM writes acc and post_f32_kernel applies y = act(acc + bias) in fp32. An f32
+// x is first rounded to bf16 into stream-ordered scratch memory.
 //
 // Determinism: the heuristic's first answer per configuration is cached (LinearAlgoCache) and
 // only reduction schemes that are deterministic and keep partial sums in fp32 are allowed (NONE,
@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/cuda/activation.cuh"
+#include "backend/cuda/activation_math.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
@@ -44,43 +46,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Activations on an fp32 value; transcendental parts in double, rounded once (see silu in
-// elementwise.cu).
-__device__ __forceinline__ float apply_act(float u, Activation act) {
-  switch (act) {
-    case Activation::silu: {
-      const float e = static_cast<float>(exp(-static_cast<double>(u)));
-      return __fdiv_rn(u, __fadd_rn(1.0f, e));
-    }
-    case Activation::gelu_tanh: {
-      const float k0 = 0.7978845608028654f;  // sqrt(2/pi)
-      const float u3 = __fmul_rn(__fmul_rn(u, u), u);
-      const float inner = __fmul_rn(k0, __fadd_rn(u, __fmul_rn(0.044715f, u3)));
-      const float t = static_cast<float>(tanh(static_cast<double>(inner)));
-      return __fmul_rn(__fmul_rn(0.5f, u), __fadd_rn(1.0f, t));
-    }
-    case Activation::gelu_erf: {
-      const float e =
-          static_cast<float>(erf(static_cast<double>(__fmul_rn(u, 0.7071067811865476f))));
-      return __fmul_rn(__fmul_rn(0.5f, u), __fadd_rn(1.0f, e));
-    }
-    case Activation::none:
-      break;
-  }
-  return u;
-}
-
-__global__ void act_bf16_kernel(bf16_t* y, int64_t ys, int64_t rows, int64_t cols, Activation act) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / cols;
-    const int64_t c = i - r * cols;
-    bf16_t* p = y + r * ys + c;
-    *p = f32_to_bf16(apply_act(to_float(*p), act));
-  }
-}
-
 __global__ void post_f32_kernel(float* y, int64_t ys, const bf16_t* bias, int64_t rows,
                                 int64_t cols, Activation act) {
   const int64_t n = rows * cols;
@@ -91,7 +56,7 @@ __global__ void post_f32_kernel(float* y, int64_t ys, const bf16_t* bias, int64_
     float* p = y + r * ys + c;
     float v = *p;
     if (bias != nullptr) v = __fadd_rn(v, to_float(bias[c]));
-    *p = apply_act(v, act);
+    *p = act_ref(v, act);  // f32 outputs keep the double-based reference's exact bits
   }
 }
 
@@ -259,9 +224,8 @@ Status run_linear(const OpContext& ctx, const Linear& op) {
   if (op.y.dtype == DType::bf16) {
     FERRY_RETURN_IF_ERROR(gemm(ctx, x, ldx, op, has_bias));
     if (op.act != Activation::none) {
-      act_bf16_kernel<<<grid_for(m * n, kThreads), kThreads, 0, ctx.stream>>>(
-          ptr<bf16_t>(op.y), op.y.stride(), m, n, op.act);
-      FERRY_RETURN_IF_ERROR(launch_status("act_bf16_kernel"));
+      FERRY_RETURN_IF_ERROR(
+          launch_act_bf16(ctx.stream, ptr<bf16_t>(op.y), op.y.stride(), m, n, op.act));
     }
   } else {
     FERRY_RETURN_IF_ERROR(gemm(ctx, x, ldx, op, false));

@@ -5,7 +5,12 @@
 
 namespace ferry::cuda {
 
-Status run_rms_norm(const OpContext& ctx, const RmsNorm& op);
-Status run_layer_norm(const OpContext& ctx, const LayerNorm& op);
+// Which kernel family: `best` (the backend: register-resident rows where the layout allows) or
+// `legacy` (one block per chunk, the earlier kernels; kept for the benchmarks).
+enum class NormKernel : uint8_t { best, legacy };
+
+Status run_rms_norm(const OpContext& ctx, const RmsNorm& op, NormKernel kernel = NormKernel::best);
+Status run_layer_norm(const OpContext& ctx, const LayerNorm& op,
+                      NormKernel kernel = NormKernel::best);
 
 }  // namespace ferry::cuda

@@ -1,6 +1,8 @@
 // Elementwise rotary kernels. Every product and sum is written with an explicit _rn intrinsic so
 // that nvcc cannot contract a*b - c*d into an FMA: the rounding points are exactly those that
 // ops.h documents, and the CPU reference computes the same values.
+#include <algorithm>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/rope.cuh"
@@ -42,6 +44,95 @@ __global__ void rope_kernel(bf16_t* x, int64_t xs, const float* cos_t, int64_t c
   }
 }
 
+// The same arithmetic, kVec (4 or 8) consecutive j per thread: 8- or 16-byte loads of x[j..] and
+// x[j + half..], 16-byte loads of cos/sin. A block per row (grid-stride), its threads over the
+// (head, group of kVec) items of the row, so the heads of a row share the cos/sin lines in L1.
+template <int kVec>
+__device__ __forceinline__ void load_bf16_vec(const bf16_t* p, float (&f)[kVec]) {
+  uint32_t w[kVec / 2];
+  if constexpr (kVec == 8) {
+    const uint4 q = *reinterpret_cast<const uint4*>(p);
+    w[0] = q.x;
+    w[1] = q.y;
+    w[2] = q.z;
+    w[3] = q.w;
+  } else {
+    const uint2 q = *reinterpret_cast<const uint2*>(p);
+    w[0] = q.x;
+    w[1] = q.y;
+  }
+#pragma unroll
+  for (int e = 0; e < kVec / 2; ++e) {
+    f[2 * e] = bf16_to_f32(static_cast<bf16_t>(w[e] & 0xffffu));
+    f[2 * e + 1] = bf16_to_f32(static_cast<bf16_t>(w[e] >> 16));
+  }
+}
+
+template <int kVec>
+__device__ __forceinline__ void store_bf16_vec(bf16_t* p, const float (&f)[kVec]) {
+  uint32_t w[kVec / 2];
+#pragma unroll
+  for (int e = 0; e < kVec / 2; ++e) {
+    w[e] = static_cast<uint32_t>(f32_to_bf16(f[2 * e])) |
+           (static_cast<uint32_t>(f32_to_bf16(f[2 * e + 1])) << 16);
+  }
+  if constexpr (kVec == 8) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  }
+}
+
+template <int kVec>
+__device__ __forceinline__ void load_f32_vec(const float* p, float (&f)[kVec]) {
+#pragma unroll
+  for (int k = 0; k < kVec; k += 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p + k);
+    f[k] = q.x;
+    f[k + 1] = q.y;
+    f[k + 2] = q.z;
+    f[k + 3] = q.w;
+  }
+}
+
+template <bool kBf16Math, int kVec>
+__global__ void rope_vec_kernel(bf16_t* x, int64_t xs, const float* cos_t, int64_t cs,
+                                const float* sin_t, int64_t ss, int64_t rows, int heads, int half) {
+  const int groups = half / kVec;
+  const int items = heads * groups;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (int i = static_cast<int>(threadIdx.x); i < items; i += static_cast<int>(blockDim.x)) {
+      const int h = i / groups;
+      const int j = (i - h * groups) * kVec;
+      bf16_t* p = x + r * xs + int64_t{h} * 2 * half + j;
+      float x1[kVec];
+      float x2[kVec];
+      float c[kVec];
+      float s[kVec];
+      load_bf16_vec<kVec>(p, x1);
+      load_bf16_vec<kVec>(p + half, x2);
+      load_f32_vec<kVec>(cos_t + r * cs + j, c);
+      load_f32_vec<kVec>(sin_t + r * ss + j, s);
+      float y1[kVec];
+      float y2[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        if constexpr (kBf16Math) {
+          const float ce = round_bf16(c[e]);
+          const float se = round_bf16(s[e]);
+          y1[e] = __fsub_rn(round_bf16(__fmul_rn(x1[e], ce)), round_bf16(__fmul_rn(x2[e], se)));
+          y2[e] = __fadd_rn(round_bf16(__fmul_rn(x2[e], ce)), round_bf16(__fmul_rn(x1[e], se)));
+        } else {
+          y1[e] = __fsub_rn(__fmul_rn(x1[e], c[e]), __fmul_rn(x2[e], s[e]));
+          y2[e] = __fadd_rn(__fmul_rn(x2[e], c[e]), __fmul_rn(x1[e], s[e]));
+        }
+      }
+      store_bf16_vec<kVec>(p, y1);
+      store_bf16_vec<kVec>(p + half, y2);
+    }
+  }
+}
+
 // powf, cosf and sinf are evaluated in double and rounded once to float: the correctly rounded
 // float result in all but vanishingly rare cases, which is what a good libm returns on the CPU.
 __global__ void rope_table_kernel(const int32_t* pos, int64_t ps, float* cos_t, int64_t cs,
@@ -69,21 +160,57 @@ __global__ void rope_table_kernel(const int32_t* pos, int64_t ps, float* cos_t, 
 
 }  // namespace
 
-Status run_rope(const OpContext& ctx, const Rope& op) {
+namespace {
+
+// 8 or 4 elements per thread when every access is aligned for it (0: the scalar kernel).
+int rope_vec_width(const Rope& op) {
+  const int half = op.head_dim / 2;
+  const auto aligned = [](const void* p, int bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+  };
+  const bool tables = aligned(op.cos.data, 16) && aligned(op.sin.data, 16) &&
+                      op.cos.stride() % 4 == 0 && op.sin.stride() % 4 == 0;
+  if (!tables) return 0;
+  for (int v : {8, 4}) {
+    if (half % v == 0 && op.x.stride() % v == 0 && aligned(op.x.data, 2 * v)) return v;
+  }
+  return 0;
+}
+
+template <bool kBf16Math>
+Status launch_rope(const OpContext& ctx, const Rope& op, RopeKernel kernel) {
+  const int half = op.head_dim / 2;
+  const int vec = kernel == RopeKernel::best ? rope_vec_width(op) : 0;
+  bf16_t* x = ptr<bf16_t>(op.x);
+  const float* c = ptr<const float>(op.cos);
+  const float* s = ptr<const float>(op.sin);
+  if (vec != 0) {
+    const int items = op.num_heads * (half / vec);
+    const int threads = std::clamp((items + 31) / 32 * 32, 32, 512);
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(op.x.rows, 1 << 30));
+    if (vec == 8) {
+      rope_vec_kernel<kBf16Math, 8><<<blocks, threads, 0, ctx.stream>>>(
+          x, op.x.stride(), c, op.cos.stride(), s, op.sin.stride(), op.x.rows, op.num_heads, half);
+    } else {
+      rope_vec_kernel<kBf16Math, 4><<<blocks, threads, 0, ctx.stream>>>(
+          x, op.x.stride(), c, op.cos.stride(), s, op.sin.stride(), op.x.rows, op.num_heads, half);
+    }
+    return launch_status("rope_vec_kernel");
+  }
+  const int64_t total = op.x.rows * op.num_heads * half;
+  rope_kernel<kBf16Math><<<grid_for(total, kThreads), kThreads, 0, ctx.stream>>>(
+      x, op.x.stride(), c, op.cos.stride(), s, op.sin.stride(), op.x.rows, op.num_heads, half);
+  return launch_status("rope_kernel");
+}
+
+}  // namespace
+
+Status run_rope(const OpContext& ctx, const Rope& op, RopeKernel kernel) {
   const int half = op.head_dim / 2;
   const int64_t total = op.x.rows * op.num_heads * half;
   if (total == 0) return Status();
-  const unsigned grid = grid_for(total, kThreads);
-  if (op.math == RopeMath::bf16) {
-    rope_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(
-        ptr<bf16_t>(op.x), op.x.stride(), ptr<const float>(op.cos), op.cos.stride(),
-        ptr<const float>(op.sin), op.sin.stride(), op.x.rows, op.num_heads, half);
-  } else {
-    rope_kernel<false><<<grid, kThreads, 0, ctx.stream>>>(
-        ptr<bf16_t>(op.x), op.x.stride(), ptr<const float>(op.cos), op.cos.stride(),
-        ptr<const float>(op.sin), op.sin.stride(), op.x.rows, op.num_heads, half);
-  }
-  return launch_status("rope_kernel");
+  if (op.math == RopeMath::bf16) return launch_rope<true>(ctx, op, kernel);
+  return launch_rope<false>(ctx, op, kernel);
 }
 
 Status run_rope_table(const OpContext& ctx, const RopeTable& op) {

@@ -5,7 +5,11 @@
 
 namespace ferry::cuda {
 
-Status run_rope(const OpContext& ctx, const Rope& op);
+// `best` (the backend: 8 or 4 elements per thread where the layout allows) or `legacy` (one
+// element pair per thread, the earlier kernel; kept for the benchmarks). Same bits.
+enum class RopeKernel : uint8_t { best, legacy };
+
+Status run_rope(const OpContext& ctx, const Rope& op, RopeKernel kernel = RopeKernel::best);
 Status run_rope_table(const OpContext& ctx, const RopeTable& op);
 
 }  // namespace ferry::cuda
