@@ -252,9 +252,9 @@ void elementwise_rows(Backend& be, ferry::Stream& stream) {
     fc1.y = view(m, n);
     const double bytes = 2.0 * static_cast<double>(n * k + m * k + m * n);
     const double flops = 2.0 * static_cast<double>(m * n * k);
-    row("linear fc1 11520x4304x1152 +bias", b, fc1, bytes, flops);
+    row("linear fc1 11520x4304x1152 +bias", b, {fc1}, bytes, flops);
     fc1.act = ferry::Activation::gelu_tanh;
-    row("  + gelu_tanh (fast pass)", b, fc1, bytes, flops);
+    row("  + gelu_tanh (fast pass)", b, {fc1}, bytes, flops);
     ferry::Linear plain = fc1;
     plain.act = ferry::Activation::none;
     body_row(
