@@ -1,4 +1,5 @@
-// Linear through cuBLASLt.
+// Linear: run_linear sends M <= 8 with 16-byte aligned w rows to the skinny kernel
+// (linear_skinny.cu), everything else through cuBLASLt, described here.
 //
 // Row-major y[M,N] = x[M,K] · w[N,K]ᵀ is computed as the column-major product
 // yᵀ[N,M] = op(A)·B with A = w seen as a K×N column-major matrix (op = transpose) and B = x seen
@@ -19,6 +20,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_act.cuh"
+#include "backend/cuda/linear_skinny.cuh"
 
 namespace ferry::cuda {
 
@@ -43,32 +46,6 @@ size_t LinearAlgoCache::size() const {
 namespace {
 
 constexpr int kThreads = 256;
-
-// Activations on an fp32 value; transcendental parts in double, rounded once (see silu in
-// elementwise.cu).
-__device__ __forceinline__ float apply_act(float u, Activation act) {
-  switch (act) {
-    case Activation::silu: {
-      const float e = static_cast<float>(exp(-static_cast<double>(u)));
-      return __fdiv_rn(u, __fadd_rn(1.0f, e));
-    }
-    case Activation::gelu_tanh: {
-      const float k0 = 0.7978845608028654f;  // sqrt(2/pi)
-      const float u3 = __fmul_rn(__fmul_rn(u, u), u);
-      const float inner = __fmul_rn(k0, __fadd_rn(u, __fmul_rn(0.044715f, u3)));
-      const float t = static_cast<float>(tanh(static_cast<double>(inner)));
-      return __fmul_rn(__fmul_rn(0.5f, u), __fadd_rn(1.0f, t));
-    }
-    case Activation::gelu_erf: {
-      const float e =
-          static_cast<float>(erf(static_cast<double>(__fmul_rn(u, 0.7071067811865476f))));
-      return __fmul_rn(__fmul_rn(0.5f, u), __fadd_rn(1.0f, e));
-    }
-    case Activation::none:
-      break;
-  }
-  return u;
-}
 
 __global__ void act_bf16_kernel(bf16_t* y, int64_t ys, int64_t rows, int64_t cols, Activation act) {
   const int64_t n = rows * cols;
@@ -236,6 +213,13 @@ Status gemm(const OpContext& ctx, const bf16_t* x, int64_t ldx, const Linear& op
 }  // namespace
 
 Status run_linear(const OpContext& ctx, const Linear& op) {
+  // The skinny kernel when it applies (a function of the shape and of w's 16-byte alignment, so
+  // one shape always runs one kernel); cuBLASLt otherwise.
+  if (linear_skinny_fits(op)) return run_linear_skinny(ctx, op);
+  return run_linear_cublaslt(ctx, op);
+}
+
+Status run_linear_cublaslt(const OpContext& ctx, const Linear& op) {
   const int64_t m = op.y.rows;
   const int64_t n = op.y.cols;
   const int64_t k = op.w.cols;
