@@ -256,12 +256,23 @@ void linear_rows(Backend& be, ferry::Stream& stream, const LinearShape& s) {
     line("  cuBLASLt", 0,
          b.time_graph_body([&] { return ferry::cuda::run_linear_cublaslt(ctx, op()); }));
   }
-  if (!ferry::cuda::linear_skinny_fits(ops[0])) return;
   const ferry::cuda::OpContext ctx{ferry::cuda::stream_handle(stream)};
-  for (const ferry::cuda::SkinnyConfig cfg :
-       {ferry::cuda::SkinnyConfig{8, 2}, {8, 1}, {8, 4}, {4, 2}, {4, 4}}) {
-    line("  skinny " + std::to_string(cfg.warps) + " warps unroll " + std::to_string(cfg.unroll), 0,
-         b.time_graph_body([&] { return ferry::cuda::run_linear_skinny(ctx, op(), cfg); }));
+  if (ferry::cuda::linear_skinny_fits(ops[0])) {
+    for (const ferry::cuda::SkinnyConfig cfg :
+         {ferry::cuda::SkinnyConfig{8, 2}, {8, 1}, {8, 4}, {4, 2}, {4, 4}}) {
+      line("  skinny " + std::to_string(cfg.warps) + " warps unroll " + std::to_string(cfg.unroll),
+           0, b.time_graph_body([&] { return ferry::cuda::run_linear_skinny(ctx, op(), cfg); }));
+    }
+  }
+  if (ferry::cuda::linear_skinny64_fits(ops[0])) {
+    const int auto_splits = ferry::cuda::linear_skinny64_splits(s.n, s.k);
+    for (const ferry::cuda::Skinny64Config cfg :
+         {ferry::cuda::Skinny64Config{2, 0}, {4, 0}, {2, 1}, {2, 2}, {2, 4}, {2, 8}, {2, 16}}) {
+      const int splits = cfg.splits > 0 ? cfg.splits : auto_splits;
+      line("  skinny64 unroll " + std::to_string(cfg.unroll) + " splits " + std::to_string(splits) +
+               (cfg.splits == 0 ? " (auto)" : ""),
+           0, b.time_graph_body([&] { return ferry::cuda::run_linear_skinny64(ctx, op(), cfg); }));
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_impl.cuh"
 #include "backend/cuda/cuda_backend.h"
@@ -107,6 +109,36 @@ TEST(CudaHost, LinearSkinnyRouting) {
   op.y.data = base + 2;
   op.y.row_stride = 65;
   EXPECT_TRUE(cuda::linear_skinny_fits(op));
+
+  // 9 <= M <= 64: the second kernel, same conditions on K and w.
+  EXPECT_FALSE(cuda::linear_skinny64_fits(op_for(cuda::kSkinnyMaxM, 64, 64)));
+  for (int64_t m : {9, 16, 33, 64}) {
+    EXPECT_TRUE(cuda::linear_skinny64_fits(op_for(m, 2048, 8256))) << m;
+    EXPECT_FALSE(cuda::linear_skinny_fits(op_for(m, 2048, 8256))) << m;
+  }
+  EXPECT_FALSE(cuda::linear_skinny64_fits(op_for(cuda::kSkinny64MaxM + 1, 64, 64)));
+  EXPECT_FALSE(cuda::linear_skinny64_fits(op_for(64, 64, 60)));
+  op = op_for(64, 64, 64);
+  op.w.row_stride = 68;
+  EXPECT_FALSE(cuda::linear_skinny64_fits(op));
+}
+
+// K splits of the M <= 64 kernel: a function of N and K only; none when the 64-row blocks fill
+// the GPU or K is under 1024; at least 8 steps of 64 per split.
+TEST(CudaHost, LinearSkinny64Splits) {
+  EXPECT_EQ(cuda::linear_skinny64_splits(16512, 2048), 1);  // 258 blocks
+  EXPECT_EQ(cuda::linear_skinny64_splits(2048, 8256), 8);   // 32 blocks, 16 steps per split
+  EXPECT_EQ(cuda::linear_skinny64_splits(4096, 2048), 4);   // 64 blocks, 32 steps
+  EXPECT_EQ(cuda::linear_skinny64_splits(2048, 2048), 4);   // capped by 8 steps per split
+  EXPECT_EQ(cuda::linear_skinny64_splits(100, 960), 1);     // 15 steps: no room for two splits
+  for (int64_t n : {1, 64, 2048, 100000}) {
+    for (int64_t k : {8, 1024, 8256, 65536}) {
+      const int s = cuda::linear_skinny64_splits(n, k);
+      EXPECT_GE(s, 1);
+      EXPECT_LE(s, 16);
+      EXPECT_LE(s, std::max<int64_t>(1, (k + 63) / 64 / 8));
+    }
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 // that do not divide among the warps; every activation with and without bias; f32 x (rounded on
 // load) and f32 y; x, y and w as strided views; x at an address or stride that forbids 16-byte
 // loads (the element-load path). The harness runs every case twice and requires identical bytes.
-// Also: every SkinnyConfig the benchmark sweeps, called directly, against the CPU.
+// The M <= 64 kernel (linear_skinny64.cu) likewise, for M in {9, 16, 17, 33, 64}, with and without
+// K splits (the split count follows N and K), and with x that must be copied or rounded first.
+// Also: every launch shape the benchmark sweeps, called directly, against the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -149,6 +151,48 @@ TEST(CudaOps, LinearSkinnyStrides) {
   expect_pass(skinny_case(rng, {.m = 9, .n = 40, .k = 64, .act = Activation::silu}));
 }
 
+// M = 9..64: the split count is a function of N and K (linear_skinny64_splits): N <= 128 with
+// K >= 1024 splits K, K < 1024 never does.
+TEST(CudaOps, LinearSkinny64Shapes) {
+  SKIP_WITHOUT_CUDA();
+  Rng rng(136);
+  for (int64_t m : {9, 16, 17, 33, 64}) {
+    expect_pass(skinny_case(rng, {.m = m, .n = 64, .k = 64}));
+    expect_pass(skinny_case(rng, {.m = m, .n = 33, .k = 8, .bias = true}));
+    expect_pass(skinny_case(rng, {.m = m, .n = 130, .k = 520, .act = Activation::silu}));
+    // 2 splits (9 + 8 steps of 64); 15 splits (14 of 9 steps, the last of 3).
+    expect_pass(skinny_case(
+        rng, {.m = m, .n = 100, .k = 1032, .act = Activation::gelu_tanh, .bias = true}));
+    expect_pass(skinny_case(rng, {.m = m, .n = 300, .k = 8256, .bias = true}));
+  }
+  // The expert's shapes at a smaller N or K (the CPU reference stays quick).
+  expect_pass(skinny_case(rng, {.m = 64, .n = 4160, .k = 2048, .act = Activation::silu}));
+  expect_pass(skinny_case(rng, {.m = 64, .n = 16512, .k = 512, .bias = true, .xt = kF32}));
+  expect_pass(skinny_case(rng, {.m = 64, .n = 520, .k = 8256}));
+}
+
+TEST(CudaOps, LinearSkinny64DtypesStrides) {
+  SKIP_WITHOUT_CUDA();
+  Rng rng(137);
+  const Activation acts[] = {Activation::none, Activation::silu, Activation::gelu_tanh,
+                             Activation::gelu_erf};
+  for (Activation act : acts) {
+    for (bool bias : {false, true}) {
+      // With and without splits, f32 x (rounded into scratch) and f32 y.
+      expect_pass(skinny_case(
+          rng, {.m = 20, .n = 72, .k = 2048, .act = act, .bias = bias, .xt = kF32, .yt = kF32}));
+      expect_pass(skinny_case(rng, {.m = 64, .n = 90, .k = 136, .act = act, .bias = bias}));
+    }
+  }
+  expect_pass(skinny_case(rng, {.m = 12, .n = 50, .k = 136, .bias = true, .x_pad = 8, .y_pad = 5}));
+  expect_pass(skinny_case(rng, {.m = 64, .n = 36, .k = 1096, .act = Activation::silu, .w_pad = 8}));
+  expect_pass(skinny_case(rng, {.m = 30, .n = 40, .k = 80, .x_pad = 3}));  // x copied first
+  expect_pass(skinny_case(rng, {.m = 64, .n = 24, .k = 64, .x_pad = 1, .x_offset = 1}));
+  expect_pass(skinny_case(rng, {.m = 64, .n = 33, .k = 520, .yt = kF32, .y_pad = 3}));
+  // M = 65: cuBLASLt again.
+  expect_pass(skinny_case(rng, {.m = 65, .n = 40, .k = 64, .act = Activation::silu}));
+}
+
 // Same bytes with every buffer at other 256-byte-aligned addresses (weights resident or in a
 // streaming slot take the same kernel and sum in the same order).
 TEST(CudaOps, LinearSkinnyPlacementInvariant) {
@@ -161,6 +205,9 @@ TEST(CudaOps, LinearSkinnyPlacementInvariant) {
     EXPECT_TRUE(placement_invariant(
         skinny_case(rng, {.m = 8, .n = 100, .k = 1032, .act = Activation::silu, .bias = true}),
         offset, &why))
+        << why;
+    EXPECT_TRUE(placement_invariant(skinny_case(rng, {.m = 64, .n = 100, .k = 2048, .bias = true}),
+                                    offset, &why))
         << why;
   }
 }
@@ -176,6 +223,18 @@ double value_at(const std::vector<uint8_t>& bytes, DType t, int64_t i) {
   float v;
   std::memcpy(&v, bytes.data() + i * 4, 4);
   return v;
+}
+
+// Elements of y out of tolerance (NaN never passes).
+int64_t count_bad(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got,
+                  const Buffer& yb, const Tolerance& tol) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < yb.rows * yb.stride; ++i) {
+    const double a = value_at(want, yb.dtype, i);
+    const double g = value_at(got, yb.dtype, i);
+    if (!(std::fabs(g - a) <= tol.atol + tol.rtol * std::fabs(a))) ++bad;
+  }
+  return bad;
 }
 
 // Uploads the case's buffers to `be`, runs `run` on the op, returns the last buffer (y).
@@ -225,13 +284,38 @@ TEST(CudaOps, LinearSkinnyConfigs) {
             return cuda::run_linear_skinny(ctx, op, cfg);
           });
       ASSERT_EQ(got.size(), want.size());
-      int64_t bad = 0;
-      for (int64_t i = 0; i < yb.rows * yb.stride; ++i) {
-        const double a = value_at(want, yb.dtype, i);
-        const double g = value_at(got, yb.dtype, i);
-        if (!(std::fabs(g - a) <= c.tol.atol + c.tol.rtol * std::fabs(a))) ++bad;
-      }
-      EXPECT_EQ(bad, 0) << c.shape << " warps=" << cfg.warps << " unroll=" << cfg.unroll;
+      EXPECT_EQ(count_bad(want, got, yb, c.tol), 0)
+          << c.shape << " warps=" << cfg.warps << " unroll=" << cfg.unroll;
+    }
+  }
+}
+
+TEST(CudaOps, LinearSkinny64Configs) {
+  SKIP_WITHOUT_CUDA();
+  Backends* be = backends(nullptr);
+  Rng rng(138);
+  const cuda::Skinny64Config configs[] = {{2, 0}, {4, 0}, {2, 1}, {4, 3}, {2, 16}};
+  const Shape shapes[] = {
+      {.m = 64, .n = 200, .k = 2048},
+      {.m = 24, .n = 77, .k = 1032, .act = Activation::silu, .bias = true, .xt = kF32},
+      {.m = 40, .n = 40, .k = 8256, .yt = kF32},
+  };
+  for (const Shape& s : shapes) {
+    const Case c = skinny_case(rng, s);
+    const Buffer& yb = c.buffers.back();
+    const std::vector<uint8_t> want =
+        run_direct(*be->cpu, *be->cpu_stream, c,
+                   [&](const Linear& op) { return be->cpu->run(*be->cpu_stream, op); });
+    for (const cuda::Skinny64Config& cfg : configs) {
+      const cuda::OpContext ctx{cuda::stream_handle(*be->cuda_stream)};
+      const std::vector<uint8_t> got =
+          run_direct(*be->cuda, *be->cuda_stream, c, [&](const Linear& op) {
+            EXPECT_TRUE(cuda::linear_skinny64_fits(op));
+            return cuda::run_linear_skinny64(ctx, op, cfg);
+          });
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(count_bad(want, got, yb, c.tol), 0)
+          << c.shape << " unroll=" << cfg.unroll << " splits=" << cfg.splits;
     }
   }
 }
