@@ -29,6 +29,7 @@
 // bias). No atomics: the same shape gives the same bits on every run. The summation order differs
 // from cuBLASLt's, so the two agree to rounding, not bit for bit.
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -47,6 +48,8 @@ using skinny::store_y;
 constexpr int kRowsPerBlock = 16;  // w rows: one mma m-tile
 
 // One block: rows [16·blockIdx.x, +16) of y for all M rows of x. kVec: x rows allow 16-byte loads.
+// At least 2 blocks per SM: a budget of up to 128 registers, which lets ptxas keep a whole round
+// of loads in registers (it takes ~80 at the default shape; see load16).
 template <class XT, class YT, int kWarps, int kUnroll, bool kVec>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     linear_skinny_kernel(const XT* __restrict__ x, int64_t ldx, const bf16_t* __restrict__ w,
