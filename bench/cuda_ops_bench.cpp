@@ -190,7 +190,8 @@ ferry::Op linear(Bench& b, int64_t m, int64_t n, int64_t k) {
 // Each shape cycles through enough weight copies that the copies together are >= 150 MB (3× the
 // H200's 50 MB L2), so every call reads w from HBM as a real step does. Rows: run_linear's own
 // choice (enqueued and graph), then cuBLASLt forced, then every launch shape of the skinny kernel
-// (graph only). Rate: bytes of w + x + y per call over the graph time.
+// that fits (M <= 8: warps × unroll; M <= 64: unroll × K splits), graph only. Rate: bytes of
+// w + x + y per call over the graph time.
 
 // A device buffer of `bytes`, filled with a repeated 16 MB block of random bf16 (fast to upload
 // for the 1.27 GB LM head; random, not zeros, so no compression can flatter the rate).
