@@ -23,6 +23,8 @@
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_skinny.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "core/bf16.h"
@@ -346,6 +348,98 @@ std::string variant_tag(ferry::cuda::MmaVariant v) {
          (v == ferry::cuda::kDefaultMmaVariant ? "*]" : "]");
 }
 
+// ---- linear at the decode (M = 1) and action-expert (M = 64) shapes -------------------------
+//
+// Each shape cycles through enough weight copies that the copies together are >= 150 MB (3× the
+// H200's 50 MB L2), so every call reads w from HBM as a real step does. Rows: run_linear's own
+// choice (enqueued and graph), then cuBLASLt forced, then every launch shape of the skinny kernel
+// that fits (M <= 8: warps × unroll; M <= 64: unroll × K splits), graph only. Rate: bytes of
+// w + x + y per call over the graph time.
+
+// A device buffer of `bytes`, filled with a repeated 16 MB block of random bf16 (fast to upload
+// for the 1.27 GB LM head; random, not zeros, so no compression can flatter the rate).
+void* weights(Bench& b, size_t bytes) {
+  static std::vector<uint16_t> block;
+  if (block.empty()) {
+    block.resize(size_t{8} << 20);
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
+    for (auto& h : block) h = ferry::f32_to_bf16(dist(gen));
+  }
+  void* p = b.buffer(bytes, 0);
+  for (size_t off = 0; off < bytes; off += block.size() * 2) {
+    const size_t n = std::min(block.size() * 2, bytes - off);
+    b.be.copy_to_device(b.stream, static_cast<uint8_t*>(p) + off, block.data(), n);
+  }
+  (void)b.be.synchronize(b.stream);
+  return p;
+}
+
+struct LinearShape {
+  const char* what;
+  int64_t m, n, k;
+  DType xt;
+};
+
+void linear_rows(Backend& be, ferry::Stream& stream, const LinearShape& s) {
+  Bench b{be, stream, {}};
+  const double w_bytes = 2.0 * static_cast<double>(s.n * s.k);
+  const int copies = std::max(2, static_cast<int>(std::ceil(150e6 / w_bytes)));
+  const size_t xe = s.xt == DType::f32 ? 4 : 2;
+  ferry::Linear base;
+  base.x = make_view(b.buffer(static_cast<size_t>(s.m * s.k) * xe), s.xt, s.m, s.k);
+  base.y = make_view(b.buffer(static_cast<size_t>(s.m * s.n) * 2), DType::bf16, s.m, s.n);
+  std::vector<ferry::Linear> ops;
+  for (int i = 0; i < copies; ++i) {
+    ferry::Linear op = base;
+    op.w = make_view(weights(b, static_cast<size_t>(w_bytes)), DType::bf16, s.n, s.k);
+    ops.push_back(op);
+  }
+  const double bytes = w_bytes + static_cast<double>(s.m * s.k * xe + s.m * s.n * 2);
+  size_t next = 0;
+  auto op = [&]() -> const ferry::Linear& { return ops[next++ % ops.size()]; };
+  const std::string name = std::string("linear ") + s.what + " " + std::to_string(s.m) + "x" +
+                           std::to_string(s.k) + "->" + std::to_string(s.n) +
+                           (s.xt == DType::f32 ? " x=f32" : "");
+  auto line = [&](const std::string& label, double host, double sec) {
+    char h[32] = "";
+    if (host > 0) std::snprintf(h, sizeof h, "%9.1f us", host * 1e6);
+    std::printf("%-44s %12s %9.1f us %8.2f TB/s\n", label.c_str(), h, sec * 1e6,
+                bytes / sec / 1e12);
+  };
+  line(name + " (" + std::to_string(copies) + " w)",
+       b.time_body([&] { return be.run(stream, op()); }),
+       b.time_graph_body([&] { return be.run(stream, op()); }));
+
+  auto* cs = dynamic_cast<ferry::cuda::CudaStream*>(&stream);
+  auto lt = ferry::cuda::make_lt_handle();
+  if (cs != nullptr && lt.ok()) {
+    ferry::cuda::LinearAlgoCache cache;
+    const ferry::cuda::OpContext ctx{cs->handle(), lt->get(), cs->workspace(),
+                                     cs->workspace_bytes(), &cache};
+    line("  cuBLASLt", 0,
+         b.time_graph_body([&] { return ferry::cuda::run_linear_cublaslt(ctx, op()); }));
+  }
+  const ferry::cuda::OpContext ctx{ferry::cuda::stream_handle(stream)};
+  if (ferry::cuda::linear_skinny_fits(ops[0])) {
+    for (const ferry::cuda::SkinnyConfig cfg :
+         {ferry::cuda::SkinnyConfig{8, 2}, {8, 1}, {8, 4}, {4, 2}, {4, 4}}) {
+      line("  skinny " + std::to_string(cfg.warps) + " warps unroll " + std::to_string(cfg.unroll),
+           0, b.time_graph_body([&] { return ferry::cuda::run_linear_skinny(ctx, op(), cfg); }));
+    }
+  }
+  if (ferry::cuda::linear_skinny64_fits(ops[0])) {
+    const int auto_splits = ferry::cuda::linear_skinny64_splits(s.n, s.k);
+    for (const ferry::cuda::Skinny64Config cfg :
+         {ferry::cuda::Skinny64Config{2, 0}, {4, 0}, {2, 1}, {2, 2}, {2, 4}, {2, 8}, {2, 16}}) {
+      const int splits = cfg.splits > 0 ? cfg.splits : auto_splits;
+      line("  skinny64 unroll " + std::to_string(cfg.unroll) + " splits " + std::to_string(splits) +
+               (cfg.splits == 0 ? " (auto)" : ""),
+           0, b.time_graph_body([&] { return ferry::cuda::run_linear_skinny64(ctx, op(), cfg); }));
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -372,6 +466,17 @@ int main() {
     const double bytes = 2.0 * static_cast<double>(n * k + m * k + m * n);
     row("linear M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k), b,
         {op}, bytes, 2.0 * static_cast<double>(m * n * k));
+  }
+  for (const LinearShape& s : {LinearShape{"decode", 1, 6144, 4096, DType::bf16},
+                               {"decode", 1, 4096, 4096, DType::bf16},
+                               {"decode", 1, 24576, 4096, DType::bf16},
+                               {"decode", 1, 4096, 12288, DType::bf16},
+                               {"lm_head", 1, 155697, 4096, DType::bf16},
+                               {"expert", 64, 16512, 2048, DType::f32},
+                               {"expert", 64, 2048, 8256, DType::bf16},
+                               {"expert", 64, 4096, 2048, DType::bf16},
+                               {"expert", 64, 2048, 2048, DType::bf16}}) {
+    linear_rows(**be, *stream, s);
   }
   struct A {
     int64_t s, l;

@@ -1,4 +1,6 @@
-// Linear through cuBLASLt.
+// Linear: run_linear sends M <= 64 with 16-byte aligned w rows (and K % 8 == 0) to the skinny
+// kernels (linear_skinny.cu for M <= 8, linear_skinny64.cu above), everything else through
+// cuBLASLt, described here.
 //
 // Row-major y[M,N] = x[M,K] · w[N,K]ᵀ is computed as the column-major product
 // yᵀ[N,M] = op(A)·B with A = w seen as a K×N column-major matrix (op = transpose) and B = x seen
@@ -21,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_skinny.cuh"
 
 namespace ferry::cuda {
 
@@ -45,6 +48,10 @@ size_t LinearAlgoCache::size() const {
 namespace {
 
 constexpr int kThreads = 256;
+
+// 9 <= M <= 64 through linear_skinny64.cu. A switch so that the M = 64 path can be taken out in
+// one line if a GPU run finds it slower than cuBLASLt at some shape.
+constexpr bool kRouteSkinny64 = true;
 
 __global__ void post_f32_kernel(float* y, int64_t ys, const bf16_t* bias, int64_t rows,
                                 int64_t cols, Activation act) {
@@ -201,6 +208,14 @@ Status gemm(const OpContext& ctx, const bf16_t* x, int64_t ldx, const Linear& op
 }  // namespace
 
 Status run_linear(const OpContext& ctx, const Linear& op) {
+  // The skinny kernels when they apply (a function of the shape and of w's 16-byte alignment, so
+  // one shape always runs one kernel); cuBLASLt otherwise.
+  if (linear_skinny_fits(op)) return run_linear_skinny(ctx, op);
+  if (kRouteSkinny64 && linear_skinny64_fits(op)) return run_linear_skinny64(ctx, op);
+  return run_linear_cublaslt(ctx, op);
+}
+
+Status run_linear_cublaslt(const OpContext& ctx, const Linear& op) {
   const int64_t m = op.y.rows;
   const int64_t n = op.y.cols;
   const int64_t k = op.w.cols;

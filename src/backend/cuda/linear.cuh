@@ -1,5 +1,6 @@
-// linear: y = act(x · wᵀ + bias) through a cuBLASLt BF16 GEMM (fp32 accumulate and compute),
-// followed by a small elementwise kernel for the activation (and, for f32 outputs, the bias).
+// linear: y = act(x · wᵀ + bias). A weight-streaming kernel for a few rows of x
+// (linear_skinny.cuh); otherwise a cuBLASLt BF16 GEMM (fp32 accumulate and compute) followed by a
+// small elementwise kernel for the activation (and, for f32 outputs, the bias).
 #pragma once
 
 #include <cublasLt.h>
@@ -38,6 +39,11 @@ class LinearAlgoCache {
   std::map<Key, cublasLtMatmulAlgo_t> map_;
 };
 
+// Enqueues the linear op: the skinny weight-streaming kernel when it fits (linear_skinny.cuh),
+// cuBLASLt otherwise.
 Status run_linear(const OpContext& ctx, const Linear& op);
+
+// The op through cuBLASLt whatever its shape (the benchmark times it against the skinny kernel).
+Status run_linear_cublaslt(const OpContext& ctx, const Linear& op);
 
 }  // namespace ferry::cuda
