@@ -207,6 +207,10 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<DP, kWarps, kMTiles>(
     cp_async_wait_all();
     __syncthreads();
     if (j0 + kTile < nkeys) load_tile(j0 + kTile, stage ^ 1);
+    // ldmatrix and mma are .sync.aligned: every lane must execute them together. The loader's
+    // per-lane branches above (and the masked/unmasked softmax below) may leave the warp
+    // diverged under independent thread scheduling, so it is reconverged explicitly.
+    __syncwarp();
     const bf16_t* ks = smem[stage][0];
     const bf16_t* vs = smem[stage][1];
 
@@ -307,6 +311,7 @@ __global__ void __launch_bounds__(kWarps * 32, (min_blocks<DP, kWarps, kMTiles>(
 
     // O += P·V, P as hi + lo bf16 terms (the score accumulators of key tiles 2kk, 2kk+1 are the
     // A fragment of P for k-chunk kk).
+    __syncwarp();  // after the per-lane softmax branches, before ldmatrix/mma (see above)
 #pragma unroll
     for (int kk = 0; kk < kTile / 16; ++kk) {
       uint32_t a_hi[kMTiles][4];
