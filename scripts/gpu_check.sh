@@ -49,7 +49,7 @@ stage_build() {
   step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
     ferry_vision_dump ferry_expert_dump
 }
-stage_harness() { step cuda_harness 120 "$build/tests/ferry_cuda_tests"; }
+stage_harness() { step cuda_harness 300 "$build/tests/ferry_cuda_tests"; }
 stage_ops_bench() {
   step build_ops_bench 400 cmake --build "$build" -j "$(nproc)" --target ferry_cuda_bench
   step ops_bench 300 "$build/bench/ferry_cuda_bench"
