@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/linear.cuh"
 #include "backend/cuda/linear_skinny.cuh"
 #include "core/bf16.h"
 #include "harness.h"
@@ -89,6 +90,7 @@ constexpr DType kBf = DType::bf16;
 constexpr DType kF32 = DType::f32;
 
 TEST(CudaOps, LinearSkinnyShapes) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Rng rng(131);
   for (int64_t m : {1, 2, 3, 5, 8}) {
@@ -111,6 +113,7 @@ TEST(CudaOps, LinearSkinnyShapes) {
 }
 
 TEST(CudaOps, LinearSkinnyDtypes) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Rng rng(132);
   const Activation acts[] = {Activation::none, Activation::silu, Activation::gelu_tanh,
@@ -131,6 +134,7 @@ TEST(CudaOps, LinearSkinnyDtypes) {
 }
 
 TEST(CudaOps, LinearSkinnyStrides) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Rng rng(133);
   // Aligned strided x and y, and w as a column slice with a stride that keeps 16-byte rows.
@@ -154,6 +158,7 @@ TEST(CudaOps, LinearSkinnyStrides) {
 // M = 9..64: the split count is a function of N and K (linear_skinny64_splits): N <= 128 with
 // K >= 1024 splits K, K < 1024 never does.
 TEST(CudaOps, LinearSkinny64Shapes) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Rng rng(136);
   for (int64_t m : {9, 16, 17, 33, 64}) {
@@ -172,6 +177,7 @@ TEST(CudaOps, LinearSkinny64Shapes) {
 }
 
 TEST(CudaOps, LinearSkinny64DtypesStrides) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Rng rng(137);
   const Activation acts[] = {Activation::none, Activation::silu, Activation::gelu_tanh,
@@ -196,6 +202,7 @@ TEST(CudaOps, LinearSkinny64DtypesStrides) {
 // Same bytes with every buffer at other 256-byte-aligned addresses (weights resident or in a
 // streaming slot take the same kernel and sum in the same order).
 TEST(CudaOps, LinearSkinnyPlacementInvariant) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Rng rng(134);
   for (size_t offset : {size_t{256}, size_t{4096 + 768}}) {
@@ -261,6 +268,7 @@ std::vector<uint8_t> run_direct(Backend& be, Stream& stream, const Case& c, Run 
 }
 
 TEST(CudaOps, LinearSkinnyConfigs) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Backends* be = backends(nullptr);
   Rng rng(135);
@@ -291,6 +299,7 @@ TEST(CudaOps, LinearSkinnyConfigs) {
 }
 
 TEST(CudaOps, LinearSkinny64Configs) {
+  const cuda::LinearRouteScope route(cuda::LinearRoute::skinny_when_fits);
   SKIP_WITHOUT_CUDA();
   Backends* be = backends(nullptr);
   Rng rng(138);

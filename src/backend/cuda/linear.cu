@@ -49,9 +49,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// 9 <= M <= 64 through linear_skinny64.cu. A switch so that the M = 64 path can be taken out in
-// one line if a GPU run finds it slower than cuBLASLt at some shape.
-constexpr bool kRouteSkinny64 = true;
+// The measured route (H200, docs/benchmarks.md, fourth call of the second session; weights
+// cycled through 150 MB so they come from HBM): at M = 1 the skinny kernel (4 warps, unroll 4)
+// beats cuBLASLt on vocabulary-sized outputs (LM head 1x4096->155697: 321 vs 398 us) and ties or
+// loses on the decoder's projections (1x4096->24576: 50.9 vs 47.7 us; ->6144: 15.3 vs 15.7;
+// 12288->4096: 28.6 vs 28.9); at M = 64 cuBLASLt wins on every expert shape (64x8256->2048: 13.8
+// vs 21.6 us; 64x2048->16512: 22.7 vs 33.4). So the skinny kernel takes M <= 8 with N >= 32768
+// only, and the M <= 64 kernel is kept for the benchmark and the tests.
+constexpr int64_t kSkinnyMinN = 32768;
+constexpr SkinnyConfig kSkinnyMeasuredConfig{4, 4};
+LinearRoute g_route = LinearRoute::measured;
 
 __global__ void post_f32_kernel(float* y, int64_t ys, const bf16_t* bias, int64_t rows,
                                 int64_t cols, Activation act) {
@@ -210,9 +217,27 @@ Status gemm(const OpContext& ctx, const bf16_t* x, int64_t ldx, const Linear& op
 Status run_linear(const OpContext& ctx, const Linear& op) {
   // The skinny kernels when they apply (a function of the shape and of w's 16-byte alignment, so
   // one shape always runs one kernel); cuBLASLt otherwise.
-  if (linear_skinny_fits(op)) return run_linear_skinny(ctx, op);
-  if (kRouteSkinny64 && linear_skinny64_fits(op)) return run_linear_skinny64(ctx, op);
+  if (g_route == LinearRoute::skinny_when_fits) {
+    if (linear_skinny_fits(op)) return run_linear_skinny(ctx, op);
+    if (linear_skinny64_fits(op)) return run_linear_skinny64(ctx, op);
+    return run_linear_cublaslt(ctx, op);
+  }
+  if (linear_skinny_fits(op) && op.w.rows >= kSkinnyMinN) {
+    return run_linear_skinny(ctx, op, kSkinnyMeasuredConfig);
+  }
   return run_linear_cublaslt(ctx, op);
+}
+
+void set_linear_route(LinearRoute route) {
+  g_route = route;
+}
+
+LinearRouteScope::LinearRouteScope(LinearRoute route) : previous_(g_route) {
+  g_route = route;
+}
+
+LinearRouteScope::~LinearRouteScope() {
+  g_route = previous_;
 }
 
 Status run_linear_cublaslt(const OpContext& ctx, const Linear& op) {

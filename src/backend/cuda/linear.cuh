@@ -43,6 +43,25 @@ class LinearAlgoCache {
 // cuBLASLt otherwise.
 Status run_linear(const OpContext& ctx, const Linear& op);
 
+// Which kernel run_linear takes for a small-M op the skinny kernels can run: `measured` is the
+// choice the H200 measurements support (linear.cu); `skinny_when_fits` sends every fitting op to
+// them, for the tests that check those kernels on every shape. Process-wide; set it only while no
+// linear op is being enqueued.
+enum class LinearRoute { measured, skinny_when_fits };
+void set_linear_route(LinearRoute route);
+
+// Sets a route for a scope and restores the previous one (tests).
+class LinearRouteScope {
+ public:
+  explicit LinearRouteScope(LinearRoute route);
+  ~LinearRouteScope();
+  LinearRouteScope(const LinearRouteScope&) = delete;
+  LinearRouteScope& operator=(const LinearRouteScope&) = delete;
+
+ private:
+  LinearRoute previous_;
+};
+
 // The op through cuBLASLt whatever its shape (the benchmark times it against the skinny kernel).
 Status run_linear_cublaslt(const OpContext& ctx, const Linear& op);
 
