@@ -375,6 +375,26 @@ Status check(const Argmax& op) {
   return c.disjoint("out", op.out, "x", op.x);
 }
 
+Status check(const AddRmsNorm& op) {
+  const Checker c("add_rms_norm");
+  FERRY_RETURN_IF_ERROR(check(add_part(op)));
+  FERRY_RETURN_IF_ERROR(check(norm_part(op)));
+  FERRY_RETURN_IF_ERROR(c.disjoint("y", op.y, "dst", op.dst));
+  return c.disjoint("y", op.y, "src", op.src);
+}
+
+Status check(const QkNormRope& op) {
+  const Checker c("qk_norm_rope");
+  FERRY_RETURN_IF_ERROR(c.positive("q_heads", op.q_heads));
+  FERRY_RETURN_IF_ERROR(c.positive("k_heads", op.k_heads));
+  FERRY_RETURN_IF_ERROR(c.positive("head_dim", op.head_dim));
+  FERRY_RETURN_IF_ERROR(c.view("x", op.x, kBf16));
+  FERRY_RETURN_IF_ERROR(c.shape("x", op.x, -1, int64_t{op.q_heads + op.k_heads} * op.head_dim));
+  FERRY_RETURN_IF_ERROR(check(q_norm_part(op)));
+  FERRY_RETURN_IF_ERROR(check(k_norm_part(op)));
+  return check(rope_part(op));
+}
+
 struct Namer {
   std::string_view operator()(const Linear&) const { return "linear"; }
   std::string_view operator()(const RmsNorm&) const { return "rms_norm"; }
@@ -391,9 +411,34 @@ struct Namer {
   std::string_view operator()(const Copy&) const { return "copy"; }
   std::string_view operator()(const PosEmbedInterp&) const { return "pos_embed_interp"; }
   std::string_view operator()(const Argmax&) const { return "argmax"; }
+  std::string_view operator()(const AddRmsNorm&) const { return "add_rms_norm"; }
+  std::string_view operator()(const QkNormRope&) const { return "qk_norm_rope"; }
 };
 
 }  // namespace
+
+Add add_part(const AddRmsNorm& op) {
+  return Add{op.dst, op.src};
+}
+
+RmsNorm norm_part(const AddRmsNorm& op) {
+  return RmsNorm{op.dst, op.w, op.y, op.dst.cols, op.eps};
+}
+
+RmsNorm q_norm_part(const QkNormRope& op) {
+  const TensorView q = op.x.slice_cols(0, int64_t{op.q_heads} * op.head_dim);
+  return RmsNorm{q, op.wq, q, op.head_dim, op.eps};
+}
+
+RmsNorm k_norm_part(const QkNormRope& op) {
+  const TensorView k =
+      op.x.slice_cols(int64_t{op.q_heads} * op.head_dim, int64_t{op.k_heads} * op.head_dim);
+  return RmsNorm{k, op.wk, k, op.head_dim, op.eps};
+}
+
+Rope rope_part(const QkNormRope& op) {
+  return Rope{op.x, op.cos, op.sin, op.q_heads + op.k_heads, op.head_dim, op.math};
+}
 
 std::string_view op_name(const Op& op) {
   return std::visit(Namer{}, op);

@@ -179,8 +179,41 @@ struct Argmax {
   TensorView x, out;
 };
 
+// Fused ops: each is exactly a sequence of the ops above (same numerics, same rounding points),
+// done in one pass so that a decode step launches fewer kernels. A backend may run the sequence.
+
+// dst += src, then y = RmsNorm(dst): exactly Add{dst, src} then RmsNorm{dst, w, y, dst.cols, eps}
+// (a decoder layer's residual add and the norm after it). dst: bf16|f32; src: bf16|f32, dst's
+// shape; w: [1, cols] bf16; y: dst's dtype and shape, disjoint from dst and src.
+struct AddRmsNorm {
+  TensorView dst, src, w, y;
+  float eps = 1e-6f;
+};
+
+// Qwen3's per-head q and k norms, then rotary, in place on q|k heads side by side: exactly
+// RmsNorm{q, wq, q, head_dim, eps}, RmsNorm{k, wk, k, head_dim, eps}, then Rope{x, cos, sin,
+// q_heads + k_heads, head_dim, math}, where q is x's first q_heads·head_dim columns and k the
+// rest. x: [S, (q_heads + k_heads)·head_dim] bf16 (row_stride allowed); wq, wk: [1, head_dim]
+// bf16; cos, sin: [S, head_dim/2] f32.
+struct QkNormRope {
+  TensorView x, wq, wk, cos, sin;
+  int q_heads = 0;
+  int k_heads = 0;
+  int head_dim = 0;
+  float eps = 1e-6f;
+  RopeMath math = RopeMath::bf16;
+};
+
+// The sequences the fused ops stand for (validation, and backends that run them unfused).
+Add add_part(const AddRmsNorm& op);
+RmsNorm norm_part(const AddRmsNorm& op);
+RmsNorm q_norm_part(const QkNormRope& op);
+RmsNorm k_norm_part(const QkNormRope& op);
+Rope rope_part(const QkNormRope& op);
+
 using Op = std::variant<Linear, RmsNorm, LayerNorm, Rope, RopeTable, Attention, SwiGlu, Add,
-                        AddRows, GatherRows, ScatterRows, Cast, Copy, PosEmbedInterp, Argmax>;
+                        AddRows, GatherRows, ScatterRows, Cast, Copy, PosEmbedInterp, Argmax,
+                        AddRmsNorm, QkNormRope>;
 
 // The op's short name ("linear", "rms_norm", ...), for logs and errors.
 std::string_view op_name(const Op& op);

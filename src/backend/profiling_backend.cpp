@@ -91,6 +91,11 @@ struct Shaper {
   void operator()(const Copy& o) { sig.shape = dims(o.src) + dtype_tag(o.src); }
   void operator()(const PosEmbedInterp& o) { sig.shape = dims(o.out); }
   void operator()(const Argmax& o) { sig.shape = dims(o.x) + dtype_tag(o.x); }
+  void operator()(const AddRmsNorm& o) { sig.shape = dims(o.dst) + dtype_tag(o.dst); }
+  void operator()(const QkNormRope& o) {
+    sig.shape = dims(o.x) + " h=" + std::to_string(o.q_heads) + "+" + std::to_string(o.k_heads) +
+                " d=" + std::to_string(o.head_dim);
+  }
 };
 
 }  // namespace

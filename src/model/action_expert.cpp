@@ -262,13 +262,12 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   // in bf16, rotary in fp32 rounded once (the expert's cos/sin are fp32, spec §6.3).
   FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{res, in_norm, nrm, h, eps}));
   FERRY_RETURN_IF_ERROR(run_projections(b, stream, nrm, {wq, wk, wv}, qkv));
-  FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{q, qn, q, hd, eps}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{k, kn, k, hd, eps}));
   const auto ihd = static_cast<int>(hd);
-  // q and k are adjacent columns with the same tables and rounding: one op.
+  // Per-head q and k norms (bf16), then rotary in fp32 on the adjacent q|k columns: one op.
   FERRY_RETURN_IF_ERROR(
-      b.run(stream, Rope{qkv.slice_cols(0, qd + kvd), cos, sin,
-                         static_cast<int>(x.num_heads + x.num_kv_heads), ihd, RopeMath::f32}));
+      b.run(stream,
+            QkNormRope{qkv.slice_cols(0, qd + kvd), qn, kn, cos, sin, static_cast<int>(x.num_heads),
+                       static_cast<int>(x.num_kv_heads), ihd, eps, RopeMath::f32}));
   // Keys: the visible text prefix, then the expert's own 64 rows (its keys stay in its own
   // buffers; the text cache is only read). Non-causal.
   Attention a;
@@ -289,12 +288,12 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   a.causal = false;
   FERRY_RETURN_IF_ERROR(b.run(stream, a));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{att, wo, {}, o}));
-  FERRY_RETURN_IF_ERROR(b.run(stream, Add{res, o}));
 
   // MLP on the fp32 stream.
   const TensorView gu = buffer_view(gate_up_, DType::bf16, s, 2 * inter);
   const TensorView act = buffer_view(act_, DType::bf16, s, inter);
-  FERRY_RETURN_IF_ERROR(b.run(stream, RmsNorm{res, post, nrm, h, eps}));
+  // The attention half's residual add and the MLP's norm in one op.
+  FERRY_RETURN_IF_ERROR(b.run(stream, AddRmsNorm{res, o, post, nrm, eps}));
   FERRY_RETURN_IF_ERROR(run_projections(b, stream, nrm, {wg, wu}, gu));
   FERRY_RETURN_IF_ERROR(
       b.run(stream, SwiGlu{gu.slice_cols(0, inter), gu.slice_cols(inter, inter), act}));

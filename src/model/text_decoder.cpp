@@ -214,21 +214,23 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   const int64_t kv_dim = config_.num_kv_heads * config_.head_dim;
   const TensorView qkv = qkv_.slice_rows(0, n);
   const TensorView q = qkv.slice_cols(0, qdim);
-  const TensorView k = qkv.slice_cols(qdim, kv_dim);
   const TensorView cos = cos_.slice_rows(0, n);
   const TensorView sin = sin_.slice_rows(0, n);
 
   FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln1, nm, config_.hidden_size, eps}));
   FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wq, wk, wv}, qkv));
+  // q and k are adjacent columns and rotate alike (same tables and rounding): one op, with
+  // Qwen3's per-head norms in the same pass.
+  const TensorView qk = qkv.slice_cols(0, qdim + kv_dim);
   if (config_.qk_norm) {
     FERRY_ASSIGN_OR_RETURN(TensorView qn, weight(group, base, "q_norm"));
     FERRY_ASSIGN_OR_RETURN(TensorView kn, weight(group, base, "k_norm"));
-    FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{q, qn, q, config_.head_dim, eps}));
-    FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{k, kn, k, config_.head_dim, eps}));
+    FERRY_RETURN_IF_ERROR(backend_->run(
+        stream, QkNormRope{qk, qn, kn, cos, sin, heads, kv_heads, head_dim, eps, RopeMath::bf16}));
+  } else {
+    FERRY_RETURN_IF_ERROR(
+        backend_->run(stream, Rope{qk, cos, sin, heads + kv_heads, head_dim, RopeMath::bf16}));
   }
-  // q and k are adjacent columns and rotate alike (same tables and rounding): one op.
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Rope{qkv.slice_cols(0, qdim + kv_dim), cos, sin,
-                                                   heads + kv_heads, head_dim, RopeMath::bf16}));
   // This step's key | value rows go to their cache rows, which are read from device memory.
   const TensorView kv_rows = kv_rows_.slice_rows(0, n);
   FERRY_RETURN_IF_ERROR(backend_->run(
@@ -250,9 +252,8 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
 
   const TensorView proj = proj_.slice_rows(0, n);
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{att.out, wo, {}, proj}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
-
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln2, nm, config_.hidden_size, eps}));
+  // The residual add and the post-attention norm in one op.
+  FERRY_RETURN_IF_ERROR(backend_->run(stream, AddRmsNorm{x, proj, ln2, nm, eps}));
   const int64_t inter = config_.intermediate_size;
   const TensorView gate_up = gate_up_.slice_rows(0, n);
   const TensorView act = act_.slice_rows(0, n);

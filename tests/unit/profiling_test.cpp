@@ -191,11 +191,12 @@ TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) 
   for (const auto& [key, n] : counts) kinds.insert(key.first + " " + key.second);
   for (const char* k : {"vision linear",       "vision layer_norm",     "vision attention",
                         "vision rope",         "vision copy_to_device", "prefill linear",
-                        "prefill rms_norm",    "prefill attention",     "prefill rope",
+                        "prefill rms_norm",    "prefill attention",     "prefill qk_norm_rope",
                         "prefill swiglu",      "prefill gather_rows",   "prefill copy_to_host",
                         "decode linear",       "decode attention",      "decode rms_norm",
                         "decode copy_to_host", "expert linear",         "expert attention",
-                        "expert rms_norm",     "expert copy_to_host"}) {
+                        "expert rms_norm",     "expert copy_to_host",   "decode add_rms_norm",
+                        "expert add_rms_norm", "expert qk_norm_rope"}) {
     EXPECT_TRUE(kinds.count(k)) << k;
   }
 

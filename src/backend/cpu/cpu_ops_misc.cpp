@@ -163,6 +163,16 @@ struct Executor {
   Status operator()(const Copy& o) const { return copy(o, pool); }
   Status operator()(const PosEmbedInterp& o) const { return pos_embed_interp(o, pool); }
   Status operator()(const Argmax& o) const { return argmax(o, pool); }
+  // The fused ops are their sequences, run in order: the reference by construction.
+  Status operator()(const AddRmsNorm& o) const {
+    FERRY_RETURN_IF_ERROR((*this)(add_part(o)));
+    return (*this)(norm_part(o));
+  }
+  Status operator()(const QkNormRope& o) const {
+    FERRY_RETURN_IF_ERROR((*this)(q_norm_part(o)));
+    FERRY_RETURN_IF_ERROR((*this)(k_norm_part(o)));
+    return (*this)(rope_part(o));
+  }
 };
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "backend/cuda/argmax.cuh"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/fused.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/op_context.h"
@@ -48,6 +49,8 @@ Status run_cuda_op(const OpContext& ctx, const Op& op) {
         if constexpr (std::is_same_v<T, Copy>) return run_copy(ctx, o);
         if constexpr (std::is_same_v<T, PosEmbedInterp>) return run_pos_embed_interp(ctx, o);
         if constexpr (std::is_same_v<T, Argmax>) return run_argmax(ctx, o);
+        if constexpr (std::is_same_v<T, AddRmsNorm>) return run_add_rms_norm(ctx, o);
+        if constexpr (std::is_same_v<T, QkNormRope>) return run_qk_norm_rope(ctx, o);
       },
       op);
 }
