@@ -6,6 +6,8 @@
 #include <numeric>
 #include <vector>
 
+#include "core/bf16.h"
+
 namespace ferry {
 
 namespace {
@@ -50,11 +52,16 @@ double Rng::uniform() {
   return static_cast<double>(next() >> 11) * 0x1.0p-53;
 }
 
-int32_t argmax_token(std::span<const float> logits, LogitsMask mask) {
+namespace {
+
+// The first index of the largest value (NaN and masked ids skipped), over any element type that
+// `value` turns into a float exactly.
+template <class T, class ToFloat>
+int32_t first_argmax(std::span<const T> logits, LogitsMask mask, ToFloat value) {
   int32_t best = -1;
   float best_v = 0.0f;
   for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
+    const float v = value(logits[i]);
     if (std::isnan(v) || masked(static_cast<int64_t>(i), mask)) continue;
     if (best < 0 || v > best_v) {
       best = static_cast<int32_t>(i);
@@ -62,6 +69,16 @@ int32_t argmax_token(std::span<const float> logits, LogitsMask mask) {
     }
   }
   return best;
+}
+
+}  // namespace
+
+int32_t argmax_token(std::span<const float> logits, LogitsMask mask) {
+  return first_argmax(logits, mask, [](float v) { return v; });
+}
+
+int32_t argmax_token_bf16(std::span<const uint16_t> logits, LogitsMask mask) {
+  return first_argmax(logits, mask, [](uint16_t v) { return bf16_to_f32(v); });
 }
 
 int32_t sample_top_p(std::span<const float> logits, float temperature, float top_p, LogitsMask mask,

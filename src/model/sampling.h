@@ -40,6 +40,9 @@ struct LogitsMask {
 // The first index of the largest value; NaN never wins. -1 for an empty or all-NaN input.
 int32_t argmax_token(std::span<const float> logits, LogitsMask mask = {});
 
+// argmax_token over bf16 logits (raw bits), without converting them first: the same index.
+int32_t argmax_token_bf16(std::span<const uint16_t> logits, LogitsMask mask = {});
+
 // Temperature + top-p draw as described above. -1 if every token is masked.
 int32_t sample_top_p(std::span<const float> logits, float temperature, float top_p, LogitsMask mask,
                      Rng& rng);

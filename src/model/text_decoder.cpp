@@ -285,13 +285,17 @@ Status TextDecoder::run_head(Stream& stream, const WeightGroup& group, void* bas
   return {};
 }
 
-Status TextDecoder::read_logits(Stream& stream, std::vector<float>& values,
-                                std::vector<uint16_t>& raw) {
-  raw.resize(static_cast<size_t>(config_.vocab_size));
-  backend_->copy_to_host(stream, raw.data(), logits_.data, raw.size() * sizeof(uint16_t));
+Status TextDecoder::read_logits(Stream& stream, std::vector<uint16_t>& raw) {
+  const auto vocab = static_cast<size_t>(config_.vocab_size);
+  // Through page-locked memory: the copy is a direct DMA instead of a staged pageable copy, and
+  // the GPU waits for this read (and the host's choice of the next token) every decode step.
+  if (logits_host_.bytes() < vocab * sizeof(uint16_t)) {
+    FERRY_ASSIGN_OR_RETURN(logits_host_, backend_->allocate_host(vocab * sizeof(uint16_t)));
+  }
+  backend_->copy_to_host(stream, logits_host_.data(), logits_.data, vocab * sizeof(uint16_t));
   FERRY_RETURN_IF_ERROR(backend_->synchronize(stream));
-  values.resize(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) values[i] = bf16_to_f32(raw[i]);
+  const auto* p = static_cast<const uint16_t*>(logits_host_.data());
+  raw.assign(p, p + vocab);
   return {};
 }
 

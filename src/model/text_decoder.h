@@ -61,8 +61,8 @@ class TextDecoder {
   Status run_layer(Stream& stream, int layer, const WeightGroup& group, void* base);
   Status run_head(Stream& stream, const WeightGroup& group, void* base);
 
-  // Synchronizes the stream and reads the last logits: f32 values and the raw bf16 bits.
-  Status read_logits(Stream& stream, std::vector<float>& values, std::vector<uint16_t>& raw);
+  // Synchronizes the stream and reads the last logits' raw bf16 bits.
+  Status read_logits(Stream& stream, std::vector<uint16_t>& raw);
 
   TensorView logits() const;  // [1, vocab] bf16
   TensorView hidden() const;  // [step tokens, hidden] bf16: the residual stream of this step
@@ -91,12 +91,13 @@ class TextDecoder {
   std::vector<int32_t> rows_host_;
   std::vector<int32_t> kv_rows_host_;
 
-  DeviceBuffer arena_;  // every activation below, carved at 256-byte offsets
-  TensorView ids_;      // [max, 1] i32
-  TensorView pos_;      // [max, 3] i32
-  TensorView cos_;      // [max, head_dim/2] f32
-  TensorView sin_;      // [max, head_dim/2] f32
-  TensorView rows_;     // [max, 1] i32 image rows
+  HostBuffer logits_host_;  // page-locked staging of read_logits
+  DeviceBuffer arena_;      // every activation below, carved at 256-byte offsets
+  TensorView ids_;          // [max, 1] i32
+  TensorView pos_;          // [max, 3] i32
+  TensorView cos_;          // [max, head_dim/2] f32
+  TensorView sin_;          // [max, head_dim/2] f32
+  TensorView rows_;         // [max, 1] i32 image rows
   TensorView
       kv_rows_;      // [max, 1] i32 cache rows of this step's tokens (row 0: the first's position)
   TensorView x_;     // [max, hidden] bf16 residual

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/bf16.h"
 #include "exec/resident_weights.h"
 #include "model/presets.h"
 #include "model/prompt.h"
@@ -54,9 +55,10 @@ class DecoderFixture : public ::testing::Test {
       if (grp.kind == GroupKind::lm_head) s = d.run_head(*stream_, grp, base);
       EXPECT_TRUE(s.ok()) << s.error().to_string();
     }
-    std::vector<float> values;
     std::vector<uint16_t> raw;
-    EXPECT_TRUE(d.read_logits(*stream_, values, raw).ok());
+    EXPECT_TRUE(d.read_logits(*stream_, raw).ok());
+    std::vector<float> values(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) values[i] = bf16_to_f32(raw[i]);
     return values;
   }
 

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
+#include "core/bf16.h"
 #include "model/prompt.h"
 #include "model/sampling.h"
 
@@ -17,6 +19,26 @@ TEST(TextSampling, ArgmaxFirstMaxSkipsNanAndMask) {
   EXPECT_EQ(argmax_token(l), 1);
   EXPECT_EQ(argmax_token(l, LogitsMask{1, 2}), 3);
   EXPECT_EQ(argmax_token(l, LogitsMask{0, 5}), -1);
+}
+
+// Greedy decode selects on the raw bf16 logits: the same index as on their float values, for
+// every ordering case (ties, negatives, -0 vs +0, infinities, NaN, masks).
+TEST(TextSampling, ArgmaxOnBf16BitsMatchesArgmaxOnFloats) {
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<int> bits(0, 0xffff);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<uint16_t> raw(1 + static_cast<size_t>(trial % 37));
+    for (auto& r : raw) r = static_cast<uint16_t>(bits(gen));
+    if (trial % 5 == 0) raw[raw.size() / 2] = raw.front();  // a tie
+    std::vector<float> f(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) f[i] = bf16_to_f32(raw[i]);
+    const LogitsMask mask{trial % 3, trial % 3 + trial % 4};
+    EXPECT_EQ(argmax_token_bf16(raw, mask), argmax_token(f, mask)) << trial;
+  }
+  const std::vector<uint16_t> signed_zero = {0x8000, 0x0000, 0xff80 /* -inf */};
+  EXPECT_EQ(argmax_token_bf16(signed_zero), 0);  // -0 == +0: the first stays
+  const std::vector<uint16_t> nan_first = {0x7fc1, 0xff80, 0x7f80 /* +inf */};
+  EXPECT_EQ(argmax_token_bf16(nan_first), 2);
 }
 
 TEST(TextSampling, RngIsSeededAndUniformInRange) {
