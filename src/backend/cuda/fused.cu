@@ -5,6 +5,9 @@
 // contract products into FMAs; reductions run in a fixed order (each thread in index order, then
 // an xor butterfly, then the warps' partials in warp order), so the bits depend only on the
 // inputs. The CPU runs the sequences themselves.
+#include <cstdint>
+#include <tuple>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.cuh"
@@ -60,7 +63,82 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block per row, a warp per head (heads h = warp, warp + kWarps, ...): lane l holds elements
+// bf16 x and src with 16-byte rows (cols a multiple of 8, at most 8·kVec·kThreads): each thread
+// loads its vectors v = tid, tid + kThreads, ... of x and src first (all loads in flight at once),
+// then adds, stores and sums them in index order; the normalized row is written from registers.
+template <int kVec>
+__global__ void __launch_bounds__(kThreads)
+    add_rms_norm_bf16_vec_kernel(bf16_t* x, int64_t xs, const bf16_t* __restrict__ src, int64_t ss,
+                                 const bf16_t* __restrict__ w, bf16_t* y, int64_t ys, int64_t cols,
+                                 float eps) {
+  __shared__ float partial[kWarps];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t vecs = cols / 8;
+  uint4* xr = reinterpret_cast<uint4*>(x + int64_t{blockIdx.x} * xs);
+  const uint4* sr = reinterpret_cast<const uint4*>(src + int64_t{blockIdx.x} * ss);
+  uint4* yr = reinterpret_cast<uint4*>(y + int64_t{blockIdx.x} * ys);
+  const uint4* wr = reinterpret_cast<const uint4*>(w);
+  uint4 xa[kVec], sa[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const int64_t v = tid + int64_t{k} * kThreads;
+    xa[k] = v < vecs ? xr[v] : make_uint4(0, 0, 0, 0);
+    sa[k] = v < vecs ? sr[v] : make_uint4(0, 0, 0, 0);
+  }
+  float u[kVec][8];
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const uint32_t xw[4] = {xa[k].x, xa[k].y, xa[k].z, xa[k].w};
+    const uint32_t sw[4] = {sa[k].x, sa[k].y, sa[k].z, sa[k].w};
+    uint32_t out[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float a0 = round_bf16(__fadd_rn(bf16_to_f32(static_cast<bf16_t>(xw[e] & 0xffffu)),
+                                            bf16_to_f32(static_cast<bf16_t>(sw[e] & 0xffffu))));
+      const float a1 = round_bf16(__fadd_rn(bf16_to_f32(static_cast<bf16_t>(xw[e] >> 16)),
+                                            bf16_to_f32(static_cast<bf16_t>(sw[e] >> 16))));
+      u[k][2 * e] = a0;
+      u[k][2 * e + 1] = a1;
+      out[e] =
+          static_cast<uint32_t>(f32_to_bf16(a0)) | (static_cast<uint32_t>(f32_to_bf16(a1)) << 16);
+    }
+    const int64_t v = tid + int64_t{k} * kThreads;
+    if (v < vecs) {
+      xr[v] = make_uint4(out[0], out[1], out[2], out[3]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sq = __fmaf_rn(u[k][e], u[k][e], sq);
+    }
+  }
+  sq = warp_sum(sq);
+  if (tid % 32 == 0) partial[tid / 32] = sq;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) total = __fadd_rn(total, partial[i]);
+  const float r =
+      __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(cols)), eps)));
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const int64_t v = tid + int64_t{k} * kThreads;
+    if (v >= vecs) continue;
+    const uint4 wv = wr[v];
+    const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w};
+    uint32_t out[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float y0 = __fmul_rn(round_bf16(__fmul_rn(u[k][2 * e], r)),
+                                 bf16_to_f32(static_cast<bf16_t>(ww[e] & 0xffffu)));
+      const float y1 = __fmul_rn(round_bf16(__fmul_rn(u[k][2 * e + 1], r)),
+                                 bf16_to_f32(static_cast<bf16_t>(ww[e] >> 16)));
+      out[e] =
+          static_cast<uint32_t>(f32_to_bf16(y0)) | (static_cast<uint32_t>(f32_to_bf16(y1)) << 16);
+    }
+    yr[v] = make_uint4(out[0], out[1], out[2], out[3]);
+  }
+}
+
+// A warp per (row, head): block (row, y) takes heads y·kWarps + warp; lane l holds elements
 // l, l + 32, ... of the head; RmsNorm (q heads with wq, k heads with wk), the normalized bf16
 // values through shared memory, then the rotary pairs (j, j + half) from there.
 template <bool kBf16Math>
@@ -75,7 +153,10 @@ __global__ void __launch_bounds__(kThreads)
   const int half = head_dim / 2;
   const float* cr = cos_t + row * cs;
   const float* sr = sin_t + row * sns;
-  for (int h = warp; h < heads; h += kWarps) {
+  // One head per warp, the heads of a row spread over blockIdx.y: a decode step's single row is
+  // 5 blocks working at once, not one block walking 40 heads in turn.
+  const int h = static_cast<int>(blockIdx.y) * kWarps + warp;
+  if (h < heads) {
     bf16_t* xh = x + row * xs + int64_t{h} * head_dim;
     const bf16_t* w = h < q_heads ? wq : wk;
     float v[kMaxHeadDim / 32];
@@ -118,7 +199,6 @@ __global__ void __launch_bounds__(kThreads)
       }
       xh[d] = f32_to_bf16(out);
     }
-    __syncwarp();  // the next head of this warp overwrites normed[warp]
   }
 }
 
@@ -139,6 +219,29 @@ Status run_add_rms_norm(const OpContext& ctx, const AddRmsNorm& op) {
   }
   const bool xb = op.dst.dtype == DType::bf16;
   const bool sb = op.src.dtype == DType::bf16;
+  const auto aligned = [](const TensorView& v) {
+    return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.stride() % 8 == 0;
+  };
+  const int64_t vecs_per_thread = (op.dst.cols / 8 + kThreads - 1) / kThreads;
+  if (xb && sb && op.dst.cols % 8 == 0 && vecs_per_thread <= 4 && aligned(op.dst) &&
+      aligned(op.src) && aligned(op.w) && aligned(op.y)) {
+    const auto grid = static_cast<unsigned>(op.dst.rows);
+    const auto args = std::make_tuple(
+        ptr<bf16_t>(op.dst), op.dst.stride(), ptr<const bf16_t>(op.src), op.src.stride(),
+        ptr<const bf16_t>(op.w), ptr<bf16_t>(op.y), op.y.stride(), op.dst.cols, op.eps);
+    std::apply(
+        [&](auto... a) {
+          if (vecs_per_thread <= 1) {
+            add_rms_norm_bf16_vec_kernel<1><<<grid, kThreads, 0, ctx.stream>>>(a...);
+          } else if (vecs_per_thread <= 2) {
+            add_rms_norm_bf16_vec_kernel<2><<<grid, kThreads, 0, ctx.stream>>>(a...);
+          } else {
+            add_rms_norm_bf16_vec_kernel<4><<<grid, kThreads, 0, ctx.stream>>>(a...);
+          }
+        },
+        args);
+    return launch_status("add_rms_norm_bf16_vec_kernel");
+  }
   if (xb && sb) launch_add_rms_norm<bf16_t, bf16_t>(ctx, op);
   if (xb && !sb) launch_add_rms_norm<bf16_t, float>(ctx, op);
   if (!xb && sb) launch_add_rms_norm<float, bf16_t>(ctx, op);
@@ -153,8 +256,9 @@ Status run_qk_norm_rope(const OpContext& ctx, const QkNormRope& op) {
     FERRY_RETURN_IF_ERROR(run_rms_norm(ctx, k_norm_part(op)));
     return run_rope(ctx, rope_part(op));
   }
-  const auto grid = static_cast<unsigned>(op.x.rows);
   const int heads = op.q_heads + op.k_heads;
+  const dim3 grid(static_cast<unsigned>(op.x.rows),
+                  static_cast<unsigned>((heads + kWarps - 1) / kWarps));
   if (op.math == RopeMath::bf16) {
     qk_norm_rope_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(
         ptr<bf16_t>(op.x), op.x.stride(), ptr<const bf16_t>(op.wq), ptr<const bf16_t>(op.wk),
