@@ -8,38 +8,12 @@
 
 namespace ferry {
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    owner_ = std::exchange(o.owner_, nullptr);
-    data_ = std::exchange(o.data_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
+void DeviceMemoryKind::release(Backend* backend, void* data, size_t bytes) {
+  backend->free(data, bytes);
 }
 
-void DeviceBuffer::reset() {
-  if (owner_ != nullptr && data_ != nullptr) owner_->free(data_, bytes_);
-  owner_ = nullptr;
-  data_ = nullptr;
-  bytes_ = 0;
-}
-
-HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    owner_ = std::exchange(o.owner_, nullptr);
-    data_ = std::exchange(o.data_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-  }
-  return *this;
-}
-
-void HostBuffer::reset() {
-  if (owner_ != nullptr && data_ != nullptr) owner_->free_host(data_, bytes_);
-  owner_ = nullptr;
-  data_ = nullptr;
-  bytes_ = 0;
+void HostMemoryKind::release(Backend* backend, void* data, size_t bytes) {
+  backend->free_host(data, bytes);
 }
 
 Result<HostBuffer> Backend::allocate_host(size_t bytes) {

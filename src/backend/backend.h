@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "backend/ops.h"
 #include "core/status.h"
@@ -38,21 +39,39 @@ class Graph {
   virtual ~Graph() = default;
 };
 
-// Device memory, owned, move-only. Freed through the backend that allocated it.
-class DeviceBuffer {
+// Memory a backend allocated, owned, move-only, released through that backend. `Kind` says how
+// (Kind::release(backend, data, bytes), defined in backend.cpp where Backend is complete).
+template <class Kind>
+class BackendMemory {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Backend* owner, void* data, size_t bytes)
+  BackendMemory() = default;
+  BackendMemory(Backend* owner, void* data, size_t bytes)
       : owner_(owner), data_(data), bytes_(bytes) {}
-  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { reset(); }
+  BackendMemory(BackendMemory&& o) noexcept
+      : owner_(std::exchange(o.owner_, nullptr)),
+        data_(std::exchange(o.data_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)) {}
+  BackendMemory& operator=(BackendMemory&& o) noexcept {
+    if (this != &o) {
+      reset();
+      owner_ = std::exchange(o.owner_, nullptr);
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  BackendMemory(const BackendMemory&) = delete;
+  BackendMemory& operator=(const BackendMemory&) = delete;
+  ~BackendMemory() { reset(); }
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
-  void reset();
+  void reset() {
+    if (owner_ != nullptr && data_ != nullptr) Kind::release(owner_, data_, bytes_);
+    owner_ = nullptr;
+    data_ = nullptr;
+    bytes_ = 0;
+  }
 
  private:
   Backend* owner_ = nullptr;
@@ -60,29 +79,19 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+struct DeviceMemoryKind {
+  static void release(Backend* backend, void* data, size_t bytes);
+};
+struct HostMemoryKind {
+  static void release(Backend* backend, void* data, size_t bytes);
+};
+
+// Device memory, freed through the backend that allocated it.
+using DeviceBuffer = BackendMemory<DeviceMemoryKind>;
 // Host memory the device copies from (or to) at full link speed: page-locked on CUDA, where a
 // copy from ordinary pageable memory is staged through a driver buffer at a fraction of the
-// speed. Inputs that are large (pixels) are written straight into one. Owned, move-only.
-class HostBuffer {
- public:
-  HostBuffer() = default;
-  HostBuffer(Backend* owner, void* data, size_t bytes)
-      : owner_(owner), data_(data), bytes_(bytes) {}
-  HostBuffer(HostBuffer&& o) noexcept { *this = std::move(o); }
-  HostBuffer& operator=(HostBuffer&& o) noexcept;
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  ~HostBuffer() { reset(); }
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  void reset();
-
- private:
-  Backend* owner_ = nullptr;
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+// speed. Inputs that are large (pixels) are written straight into one.
+using HostBuffer = BackendMemory<HostMemoryKind>;
 
 struct DeviceInfo {
   std::string name;        // "cpu (2 threads)", "NVIDIA H200"
@@ -135,8 +144,8 @@ class Backend {
   virtual Status synchronize(Event& event) = 0;
 
  protected:
-  friend class DeviceBuffer;
-  friend class HostBuffer;
+  friend struct DeviceMemoryKind;
+  friend struct HostMemoryKind;
   virtual void free(void* data, size_t bytes) = 0;
   virtual void free_host(void* data, size_t bytes);
 };
