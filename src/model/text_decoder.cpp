@@ -217,7 +217,14 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   const TensorView cos = cos_.slice_rows(0, n);
   const TensorView sin = sin_.slice_rows(0, n);
 
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln1, nm, config_.hidden_size, eps}));
+  // The previous layer's MLP output joins the residual stream here, in one op with this layer's
+  // input norm (a launch less per layer; the same arithmetic as Add then RmsNorm).
+  const TensorView proj = proj_.slice_rows(0, n);
+  if (mlp_output_pending(layer - 1)) {
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, AddRmsNorm{x, proj, ln1, nm, eps}));
+  } else {
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{x, ln1, nm, config_.hidden_size, eps}));
+  }
   FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wq, wk, wv}, qkv));
   // q and k are adjacent columns and rotate alike (same tables and rounding): one op, with
   // Qwen3's per-head norms in the same pass.
@@ -250,7 +257,6 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   att.q_pos0_dev = kv_rows.slice_rows(0, 1);
   FERRY_RETURN_IF_ERROR(backend_->run(stream, att));
 
-  const TensorView proj = proj_.slice_rows(0, n);
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{att.out, wo, {}, proj}));
   // The residual add and the post-attention norm in one op.
   FERRY_RETURN_IF_ERROR(backend_->run(stream, AddRmsNorm{x, proj, ln2, nm, eps}));
@@ -261,10 +267,11 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   FERRY_RETURN_IF_ERROR(backend_->run(
       stream, SwiGlu{gate_up.slice_cols(0, inter), gate_up.slice_cols(inter, inter), act}));
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{act, wd, {}, proj}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
-
-  // Deepstack (spec §3.6): after layer k's complete output, at the image rows, prefill only.
-  if (visual_active_ && layer < static_cast<int>(visual_.deepstack.size())) {
+  // The residual add of the MLP waits for the next layer's norm (or the head), except before
+  // deepstack (spec §3.6), which adds to layer k's complete output, at the image rows, prefill
+  // only.
+  if (!mlp_output_pending(layer)) {
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, Add{x, proj}));
     const auto rows = static_cast<int64_t>(rows_host_.size());
     FERRY_RETURN_IF_ERROR(backend_->run(
         stream,
@@ -273,10 +280,20 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   return {};
 }
 
+bool TextDecoder::mlp_output_pending(int layer) const {
+  if (layer < 0) return false;  // before layer 0: the embeddings, complete
+  return !(visual_active_ && layer < static_cast<int>(visual_.deepstack.size()));
+}
+
 Status TextDecoder::run_head(Stream& stream, const WeightGroup& group, void* base) {
   FERRY_ASSIGN_OR_RETURN(TensorView norm_w, weight(group, base, "norm"));
   FERRY_ASSIGN_OR_RETURN(TensorView lm_head, weight(group, base, "lm_head"));
-  // Only the last position's logits are needed.
+  // The last layer's MLP output completes the residual stream of every row (hidden()); only the
+  // last position's logits are needed.
+  if (mlp_output_pending(static_cast<int>(config_.num_layers) - 1)) {
+    FERRY_RETURN_IF_ERROR(backend_->run(
+        stream, Add{x_.slice_rows(0, step_tokens_), proj_.slice_rows(0, step_tokens_)}));
+  }
   const TensorView last = x_.slice_rows(step_tokens_ - 1, 1);
   FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{last, norm_w, head_in_, config_.hidden_size,
                                                       static_cast<float>(config_.rms_norm_eps)}));

@@ -65,7 +65,8 @@ class TextDecoder {
   Status read_logits(Stream& stream, std::vector<uint16_t>& raw);
 
   TensorView logits() const;  // [1, vocab] bf16
-  TensorView hidden() const;  // [step tokens, hidden] bf16: the residual stream of this step
+  // [step tokens, hidden] bf16: the residual stream of this step (complete after run_head).
+  TensorView hidden() const;
   const KvCache& cache() const { return cache_; }
   KvCache& cache() { return cache_; }
   int64_t step_tokens() const { return step_tokens_; }
@@ -75,6 +76,11 @@ class TextDecoder {
 
  private:
   TextDecoder() = default;
+  // Whether layer `layer`'s MLP output is still in proj_, not yet added to x_ (the next layer's
+  // input norm or the head adds it, in one op with the norm). Derived from the layer index and
+  // the step's visual inputs, never tracked: a replayed layer runs no host code, so state that
+  // run_layer set would go stale from the second decode step on.
+  bool mlp_output_pending(int layer) const;
 
   TextConfig config_;
   Backend* backend_ = nullptr;  // not owned
