@@ -392,7 +392,17 @@ Status check(const QkNormRope& op) {
   FERRY_RETURN_IF_ERROR(c.shape("x", op.x, -1, int64_t{op.q_heads + op.k_heads} * op.head_dim));
   FERRY_RETURN_IF_ERROR(check(q_norm_part(op)));
   FERRY_RETURN_IF_ERROR(check(k_norm_part(op)));
-  return check(rope_part(op));
+  FERRY_RETURN_IF_ERROR(check(rope_part(op)));
+  if (op.kv_dst.empty()) return Status();
+  FERRY_RETURN_IF_ERROR(check(store_part(op)));
+  const int64_t kv_cols = 2 * int64_t{op.k_heads} * op.head_dim;
+  const TensorView k = k_norm_part(op).x;
+  if (op.kv.cols != kv_cols || op.kv.rows != op.x.rows || op.kv.data != k.data ||
+      op.kv.stride() != op.x.stride() || op.kv.dtype != DType::bf16) {
+    return c.fail("kv", "must be x's k columns followed by the values: [S, " +
+                            std::to_string(kv_cols) + "] bf16 at x's first k column, x's stride");
+  }
+  return Status();
 }
 
 struct Namer {
@@ -438,6 +448,10 @@ RmsNorm k_norm_part(const QkNormRope& op) {
 
 Rope rope_part(const QkNormRope& op) {
   return Rope{op.x, op.cos, op.sin, op.q_heads + op.k_heads, op.head_dim, op.math};
+}
+
+ScatterRows store_part(const QkNormRope& op) {
+  return ScatterRows{op.kv, op.rows, op.kv_dst};
 }
 
 std::string_view op_name(const Op& op) {

@@ -195,6 +195,10 @@ struct AddRmsNorm {
 // q_heads + k_heads, head_dim, math}, where q is x's first q_heads·head_dim columns and k the
 // rest. x: [S, (q_heads + k_heads)·head_dim] bf16 (row_stride allowed); wq, wk: [1, head_dim]
 // bf16; cos, sin: [S, head_dim/2] f32.
+// Optionally (kv_dst given) it then stores the step's keys and values: exactly ScatterRows{kv,
+// rows, kv_dst}, where kv: [S, 2·k_heads·head_dim] bf16 is x's k columns followed by the values
+// (the k|v columns of a fused q|k|v projection: it starts at x's first k column, with x's row
+// stride); rows: [S, 1] i32; kv_dst: [capacity, 2·k_heads·head_dim] bf16 (a KV cache's rows).
 struct QkNormRope {
   TensorView x, wq, wk, cos, sin;
   int q_heads = 0;
@@ -202,6 +206,9 @@ struct QkNormRope {
   int head_dim = 0;
   float eps = 1e-6f;
   RopeMath math = RopeMath::bf16;
+  TensorView kv{};      // optional, see above
+  TensorView rows{};    // optional
+  TensorView kv_dst{};  // optional
 };
 
 // The sequences the fused ops stand for (validation, and backends that run them unfused).
@@ -210,6 +217,7 @@ RmsNorm norm_part(const AddRmsNorm& op);
 RmsNorm q_norm_part(const QkNormRope& op);
 RmsNorm k_norm_part(const QkNormRope& op);
 Rope rope_part(const QkNormRope& op);
+ScatterRows store_part(const QkNormRope& op);  // when kv_dst is given
 
 using Op = std::variant<Linear, RmsNorm, LayerNorm, Rope, RopeTable, Attention, SwiGlu, Add,
                         AddRows, GatherRows, ScatterRows, Cast, Copy, PosEmbedInterp, Argmax,

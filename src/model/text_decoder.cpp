@@ -227,21 +227,24 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   }
   FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wq, wk, wv}, qkv));
   // q and k are adjacent columns and rotate alike (same tables and rounding): one op, with
-  // Qwen3's per-head norms in the same pass.
+  // Qwen3's per-head norms in the same pass, and this step's key | value rows stored into their
+  // cache rows (read from device memory) by the same op.
   const TensorView qk = qkv.slice_cols(0, qdim + kv_dim);
+  const TensorView kv_rows = kv_rows_.slice_rows(0, n);
+  const TensorView kv = qkv.slice_cols(qdim, 2 * kv_dim);
   if (config_.qk_norm) {
     FERRY_ASSIGN_OR_RETURN(TensorView qn, weight(group, base, "q_norm"));
     FERRY_ASSIGN_OR_RETURN(TensorView kn, weight(group, base, "k_norm"));
-    FERRY_RETURN_IF_ERROR(backend_->run(
-        stream, QkNormRope{qk, qn, kn, cos, sin, heads, kv_heads, head_dim, eps, RopeMath::bf16}));
+    QkNormRope op{qk, qn, kn, cos, sin, heads, kv_heads, head_dim, eps, RopeMath::bf16};
+    op.kv = kv;
+    op.rows = kv_rows;
+    op.kv_dst = cache_.rows(layer);
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, op));
   } else {
     FERRY_RETURN_IF_ERROR(
         backend_->run(stream, Rope{qk, cos, sin, heads + kv_heads, head_dim, RopeMath::bf16}));
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, ScatterRows{kv, kv_rows, cache_.rows(layer)}));
   }
-  // This step's key | value rows go to their cache rows, which are read from device memory.
-  const TensorView kv_rows = kv_rows_.slice_rows(0, n);
-  FERRY_RETURN_IF_ERROR(backend_->run(
-      stream, ScatterRows{qkv.slice_cols(qdim, 2 * kv_dim), kv_rows, cache_.rows(layer)}));
 
   // Over the whole capacity: the position read from the device limits the keys (causal).
   Attention att;

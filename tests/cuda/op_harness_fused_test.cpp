@@ -57,6 +57,36 @@ Case qk_case(Rng& rng, int64_t rows, int qh, int kh, int head_dim, RopeMath math
   return c;
 }
 
+// x = the q|k heads of a fused q|k|v row; the op also stores k|v into `cap` cache rows.
+Case qk_store_case(Rng& rng, int64_t rows, int qh, int kh, int head_dim, int64_t cap) {
+  Case c;
+  c.op = "qk_norm_rope";
+  const int64_t kvd = int64_t{kh} * head_dim;
+  const int64_t cols = int64_t{qh} * head_dim + kvd;
+  const int64_t st = cols + kvd;  // q | k | v
+  const int half = head_dim / 2;
+  c.shape = "S=" + str(rows) + " h=" + str(qh) + "+" + str(kh) + " hd=" + str(head_dim) +
+            " store into " + str(cap) + " rows";
+  const int x = c.add(DType::bf16, rows, cols, rng.uniform(DType::bf16, rows * st, 2.0f), true, st);
+  const int wq = c.add(DType::bf16, 1, head_dim, rng.uniform(DType::bf16, head_dim, 1.5f), false);
+  const int wk = c.add(DType::bf16, 1, head_dim, rng.uniform(DType::bf16, head_dim, 1.5f), false);
+  const int co = c.add(DType::f32, rows, half, rng.uniform(DType::f32, rows * half), false);
+  const int si = c.add(DType::f32, rows, half, rng.uniform(DType::f32, rows * half), false);
+  const int idx =
+      c.add(DType::i32, rows, 1, rng.ints(rows, static_cast<int32_t>(cap), true), false);
+  const int dst = c.add(DType::bf16, cap, 2 * kvd, pattern_bytes(DType::bf16, cap * 2 * kvd), true);
+  c.make = [=](const std::vector<TensorView>& v) -> Op {
+    QkNormRope op{v[x], v[wq], v[wk], v[co], v[si], qh, kh, head_dim, 1e-6f, RopeMath::bf16};
+    const TensorView row = make_view(v[x].data, DType::bf16, rows, st);
+    op.kv = row.slice_cols(int64_t{qh} * head_dim, 2 * kvd);
+    op.rows = v[idx];
+    op.kv_dst = v[dst];
+    return op;
+  };
+  c.tol = kBf16Reduce;
+  return c;
+}
+
 TEST(CudaOps, AddRmsNorm) {
   SKIP_WITHOUT_CUDA();
   Rng rng(4401);
@@ -76,6 +106,9 @@ TEST(CudaOps, QkNormRope) {
   expect_pass(qk_case(rng, 7, 4, 2, 16, RopeMath::bf16));          // tiny presets
   expect_pass(qk_case(rng, 5, 3, 1, 72, RopeMath::f32));
   expect_pass(qk_case(rng, 4, 2, 2, 160, RopeMath::bf16));  // > 128: the sequence
+  expect_pass(qk_store_case(rng, 1, 32, 8, 128, 3028));     // a decode step
+  expect_pass(qk_store_case(rng, 13, 4, 2, 64, 40));
+  expect_pass(qk_store_case(rng, 3, 2, 2, 160, 9));  // > 128: the sequence, store included
 }
 
 }  // namespace

@@ -171,7 +171,8 @@ struct Executor {
   Status operator()(const QkNormRope& o) const {
     FERRY_RETURN_IF_ERROR((*this)(q_norm_part(o)));
     FERRY_RETURN_IF_ERROR((*this)(k_norm_part(o)));
-    return (*this)(rope_part(o));
+    FERRY_RETURN_IF_ERROR((*this)(rope_part(o)));
+    return o.kv_dst.empty() ? Status() : (*this)(store_part(o));
   }
 };
 }  // namespace

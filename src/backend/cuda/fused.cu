@@ -14,6 +14,7 @@
 #include "backend/cuda/fused.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/rope.cuh"
+#include "backend/cuda/rows.cuh"
 
 namespace ferry::cuda {
 namespace {
@@ -141,11 +142,23 @@ __global__ void __launch_bounds__(kThreads)
 // A warp per (row, head): block (row, y) takes heads y·kWarps + warp; lane l holds elements
 // l, l + 32, ... of the head; RmsNorm (q heads with wq, k heads with wk), the normalized bf16
 // values through shared memory, then the rotary pairs (j, j + half) from there.
+// With `dst`: the k heads' results also go to cache row rows[row] of dst, and warps past the
+// q|k heads copy the value heads there (kv: the k|v columns of the row, v after k).
+struct KvStore {
+  const bf16_t* kv = nullptr;
+  int64_t kvs = 0;
+  const int32_t* rows = nullptr;
+  int64_t rs = 0;
+  bf16_t* dst = nullptr;
+  int64_t ds = 0;
+  int64_t dst_rows = 0;
+};
+
 template <bool kBf16Math>
 __global__ void __launch_bounds__(kThreads)
     qk_norm_rope_kernel(bf16_t* x, int64_t xs, const bf16_t* wq, const bf16_t* wk,
                         const float* cos_t, int64_t cs, const float* sin_t, int64_t sns,
-                        int q_heads, int heads, int head_dim, float eps) {
+                        int q_heads, int heads, int head_dim, float eps, KvStore store) {
   __shared__ float normed[kWarps][kMaxHeadDim];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -156,6 +169,19 @@ __global__ void __launch_bounds__(kThreads)
   // One head per warp, the heads of a row spread over blockIdx.y: a decode step's single row is
   // 5 blocks working at once, not one block walking 40 heads in turn.
   const int h = static_cast<int>(blockIdx.y) * kWarps + warp;
+  bf16_t* dst_row = nullptr;
+  if (store.dst != nullptr) {
+    // The row index comes from device memory: one outside the cache is not written (the CPU
+    // backend reports it as an error).
+    const int64_t r = store.rows[row * store.rs];
+    if (r >= 0 && r < store.dst_rows) dst_row = store.dst + r * store.ds;
+  }
+  const int k_heads = heads - q_heads;
+  if (h >= heads && h < heads + k_heads && dst_row != nullptr) {
+    const int64_t col = int64_t{h - q_heads} * head_dim;  // value head h − heads, after the keys
+    const bf16_t* src = store.kv + row * store.kvs + col;
+    for (int d = lane; d < head_dim; d += 32) dst_row[col + d] = src[d];
+  }
   if (h < heads) {
     bf16_t* xh = x + row * xs + int64_t{h} * head_dim;
     const bf16_t* w = h < q_heads ? wq : wk;
@@ -198,6 +224,9 @@ __global__ void __launch_bounds__(kThreads)
                        : __fadd_rn(__fmul_rn(x2, cj), __fmul_rn(x1, sj));
       }
       xh[d] = f32_to_bf16(out);
+      if (h >= q_heads && dst_row != nullptr) {
+        dst_row[int64_t{h - q_heads} * head_dim + d] = f32_to_bf16(out);
+      }
     }
   }
 }
@@ -254,21 +283,34 @@ Status run_qk_norm_rope(const OpContext& ctx, const QkNormRope& op) {
   if (op.head_dim > kMaxHeadDim || op.head_dim % 2 != 0 || op.x.rows > 0x7fffffff) {
     FERRY_RETURN_IF_ERROR(run_rms_norm(ctx, q_norm_part(op)));
     FERRY_RETURN_IF_ERROR(run_rms_norm(ctx, k_norm_part(op)));
-    return run_rope(ctx, rope_part(op));
+    FERRY_RETURN_IF_ERROR(run_rope(ctx, rope_part(op)));
+    return op.kv_dst.empty() ? Status() : run_scatter_rows(ctx, store_part(op));
   }
   const int heads = op.q_heads + op.k_heads;
+  KvStore store;
+  if (!op.kv_dst.empty()) {
+    store = KvStore{ptr<const bf16_t>(op.kv),
+                    op.kv.stride(),
+                    ptr<const int32_t>(op.rows),
+                    op.rows.stride(),
+                    ptr<bf16_t>(op.kv_dst),
+                    op.kv_dst.stride(),
+                    op.kv_dst.rows};
+  }
+  const int warps_needed = heads + (op.kv_dst.empty() ? 0 : op.k_heads);
   const dim3 grid(static_cast<unsigned>(op.x.rows),
-                  static_cast<unsigned>((heads + kWarps - 1) / kWarps));
+                  static_cast<unsigned>((warps_needed + kWarps - 1) / kWarps));
+
   if (op.math == RopeMath::bf16) {
     qk_norm_rope_kernel<true><<<grid, kThreads, 0, ctx.stream>>>(
         ptr<bf16_t>(op.x), op.x.stride(), ptr<const bf16_t>(op.wq), ptr<const bf16_t>(op.wk),
         ptr<const float>(op.cos), op.cos.stride(), ptr<const float>(op.sin), op.sin.stride(),
-        op.q_heads, heads, op.head_dim, op.eps);
+        op.q_heads, heads, op.head_dim, op.eps, store);
   } else {
     qk_norm_rope_kernel<false><<<grid, kThreads, 0, ctx.stream>>>(
         ptr<bf16_t>(op.x), op.x.stride(), ptr<const bf16_t>(op.wq), ptr<const bf16_t>(op.wk),
         ptr<const float>(op.cos), op.cos.stride(), ptr<const float>(op.sin), op.sin.stride(),
-        op.q_heads, heads, op.head_dim, op.eps);
+        op.q_heads, heads, op.head_dim, op.eps, store);
   }
   return launch_status("qk_norm_rope_kernel");
 }
