@@ -38,7 +38,6 @@ inline unsigned grid_for(int64_t n, int threads, int64_t max_blocks = 65535LL * 
   return static_cast<unsigned>(blocks);
 }
 
-#ifdef __CUDACC__  // host-only tests include this header through others
 // Eight bf16 values of one 16-byte vector as floats, element 0 from the low half of word 0.
 __device__ __forceinline__ void unpack_bf16x8(const uint4& q, float (&f)[8]) {
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
@@ -59,7 +58,6 @@ __device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
-#endif
 
 template <class T>
 inline T* ptr(const TensorView& v) {
