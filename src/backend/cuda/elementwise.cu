@@ -65,6 +65,25 @@ __global__ void cast_kernel(const X* x, int64_t xs, Y* y, int64_t ys, int64_t ro
 
 // 16-byte versions for bf16 rows whose pointers, strides and widths allow it: each thread
 // handles 8 consecutive elements of one row (grid: x over 8-element vectors, y over rows).
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[2 * e] = bf16_to_f32(static_cast<bf16_t>(w[e] & 0xffffu));
+    f[2 * e + 1] = bf16_to_f32(static_cast<bf16_t>(w[e] >> 16));
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    w[e] = static_cast<uint32_t>(f32_to_bf16(f[2 * e])) |
+           (static_cast<uint32_t>(f32_to_bf16(f[2 * e + 1])) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 template <bool kRef>
 __global__ void swiglu_vec8_kernel(const bf16_t* gate, int64_t gs, const bf16_t* up, int64_t us,
                                    bf16_t* out, int64_t os, int64_t rows, int64_t vecs) {
@@ -73,12 +92,12 @@ __global__ void swiglu_vec8_kernel(const bf16_t* gate, int64_t gs, const bf16_t*
          v += int64_t{gridDim.x} * blockDim.x) {
       float g[8];
       float u[8];
-      unpack_bf16x8(*reinterpret_cast<const uint4*>(gate + r * gs + v * 8), g);
-      unpack_bf16x8(*reinterpret_cast<const uint4*>(up + r * us + v * 8), u);
+      unpack8(*reinterpret_cast<const uint4*>(gate + r * gs + v * 8), g);
+      unpack8(*reinterpret_cast<const uint4*>(up + r * us + v * 8), u);
       float o[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(silu_bf16<kRef>(g[e]), u[e]);
-      *reinterpret_cast<uint4*>(out + r * os + v * 8) = pack_bf16x8(o);
+      *reinterpret_cast<uint4*>(out + r * os + v * 8) = pack8(o);
     }
   }
 }
@@ -91,11 +110,11 @@ __global__ void add_vec8_kernel(bf16_t* dst, int64_t ds, const bf16_t* src, int6
       float a[8];
       float b[8];
       uint4* d = reinterpret_cast<uint4*>(dst + r * ds + v * 8);
-      unpack_bf16x8(*d, a);
-      unpack_bf16x8(*reinterpret_cast<const uint4*>(src + r * ss + v * 8), b);
+      unpack8(*d, a);
+      unpack8(*reinterpret_cast<const uint4*>(src + r * ss + v * 8), b);
 #pragma unroll
       for (int e = 0; e < 8; ++e) a[e] = __fadd_rn(a[e], b[e]);
-      *d = pack_bf16x8(a);
+      *d = pack8(a);
     }
   }
 }

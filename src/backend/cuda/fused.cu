@@ -90,14 +90,23 @@ __global__ void __launch_bounds__(kThreads)
   float sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    float xf[8], sf[8];
-    unpack_bf16x8(xa[k], xf);
-    unpack_bf16x8(sa[k], sf);
+    const uint32_t xw[4] = {xa[k].x, xa[k].y, xa[k].z, xa[k].w};
+    const uint32_t sw[4] = {sa[k].x, sa[k].y, sa[k].z, sa[k].w};
+    uint32_t out[4];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) u[k][e] = round_bf16(__fadd_rn(xf[e], sf[e]));
+    for (int e = 0; e < 4; ++e) {
+      const float a0 = round_bf16(__fadd_rn(bf16_to_f32(static_cast<bf16_t>(xw[e] & 0xffffu)),
+                                            bf16_to_f32(static_cast<bf16_t>(sw[e] & 0xffffu))));
+      const float a1 = round_bf16(__fadd_rn(bf16_to_f32(static_cast<bf16_t>(xw[e] >> 16)),
+                                            bf16_to_f32(static_cast<bf16_t>(sw[e] >> 16))));
+      u[k][2 * e] = a0;
+      u[k][2 * e + 1] = a1;
+      out[e] =
+          static_cast<uint32_t>(f32_to_bf16(a0)) | (static_cast<uint32_t>(f32_to_bf16(a1)) << 16);
+    }
     const int64_t v = tid + int64_t{k} * kThreads;
     if (v < vecs) {
-      xr[v] = pack_bf16x8(u[k]);  // exact: u is already bf16
+      xr[v] = make_uint4(out[0], out[1], out[2], out[3]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) sq = __fmaf_rn(u[k][e], u[k][e], sq);
     }
@@ -114,11 +123,19 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; k < kVec; ++k) {
     const int64_t v = tid + int64_t{k} * kThreads;
     if (v >= vecs) continue;
-    float wf[8], yf[8];
-    unpack_bf16x8(wr[v], wf);
+    const uint4 wv = wr[v];
+    const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w};
+    uint32_t out[4];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) yf[e] = __fmul_rn(round_bf16(__fmul_rn(u[k][e], r)), wf[e]);
-    yr[v] = pack_bf16x8(yf);
+    for (int e = 0; e < 4; ++e) {
+      const float y0 = __fmul_rn(round_bf16(__fmul_rn(u[k][2 * e], r)),
+                                 bf16_to_f32(static_cast<bf16_t>(ww[e] & 0xffffu)));
+      const float y1 = __fmul_rn(round_bf16(__fmul_rn(u[k][2 * e + 1], r)),
+                                 bf16_to_f32(static_cast<bf16_t>(ww[e] >> 16)));
+      out[e] =
+          static_cast<uint32_t>(f32_to_bf16(y0)) | (static_cast<uint32_t>(f32_to_bf16(y1)) << 16);
+    }
+    yr[v] = make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 

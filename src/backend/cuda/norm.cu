@@ -156,6 +156,25 @@ __device__ __forceinline__ float team_sum(float v, float* shared) {
   return v;
 }
 
+__device__ __forceinline__ void unpack_bf16x8(const uint4& q, float (&f)[8]) {
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    f[2 * e] = bf16_to_f32(static_cast<bf16_t>(w[e] & 0xffffu));
+    f[2 * e + 1] = bf16_to_f32(static_cast<bf16_t>(w[e] >> 16));
+  }
+}
+
+__device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    w[e] = static_cast<uint32_t>(f32_to_bf16(f[2 * e])) |
+           (static_cast<uint32_t>(f32_to_bf16(f[2 * e + 1])) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Loads the team's vectors of one chunk (zeros past `vecs` or for an inactive team).
 template <int kTeam, int kVecs>
 __device__ __forceinline__ void load_chunk(const uint4* xr, int t, int vecs, bool active,
