@@ -197,17 +197,10 @@ void bench(const BenchArgs& a) {
                     {"gemm_size", limits.gemm_size},
                     {"copy_bandwidth_gbs", limits.copy_bandwidth / 1e9},
                     {"copy_bytes", limits.copy_bytes}};
-    int64_t recorded = 0, replayed = 0;
-    double record_s = 0;
-    for (size_t s = 0; s < 4; ++s) {
-      recorded += first.times.recorded[s];
-      replayed += first.times.replayed[s];
-      record_s += first.times.record_seconds[s];
-    }
     j["graphs"] = {{"on", a.graphs},
-                   {"recorded_calls", recorded},
-                   {"replayed_calls", replayed},
-                   {"record_s", record_s}};
+                   {"recorded_calls", first.times.recorded_calls()},
+                   {"replayed_calls", first.times.replayed_calls()},
+                   {"record_s", first.times.record_time()}};
     j["weights_bytes"] = resident.bytes();
     j["load_s"] = resident.load_seconds();
     for (size_t s = 0; s < 5; ++s) {
@@ -239,17 +232,11 @@ void bench(const BenchArgs& a) {
               limits.gemm_flops / 1e12, static_cast<long long>(limits.gemm_size),
               limits.copy_bandwidth / 1e9);
   if (a.graphs) {
-    int64_t recorded = 0, replayed = 0;
-    double record_s = 0;
-    for (size_t s = 0; s < 4; ++s) {
-      recorded += first.times.recorded[s];
-      replayed += first.times.replayed[s];
-      record_s += first.times.record_seconds[s];
-    }
     std::printf(
         "graphs:   on, per run %lld calls recorded (%.2f ms of host time, in the stage times), "
         "%lld replayed\n",
-        static_cast<long long>(recorded), record_s * 1e3, static_cast<long long>(replayed));
+        static_cast<long long>(first.times.recorded_calls()), first.times.record_time() * 1e3,
+        static_cast<long long>(first.times.replayed_calls()));
   } else {
     std::printf("graphs:   off (every op launched one by one)\n");
   }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <span>
 
 #include "backend/backend.h"
@@ -56,6 +57,16 @@ struct PhaseTimes {
   double total_seconds = 0.0;
 
   double of(Phase p) const { return seconds[static_cast<size_t>(p)]; }
+  // Over every phase.
+  int64_t recorded_calls() const {
+    return std::accumulate(recorded.begin(), recorded.end(), int64_t{0});
+  }
+  int64_t replayed_calls() const {
+    return std::accumulate(replayed.begin(), replayed.end(), int64_t{0});
+  }
+  double record_time() const {
+    return std::accumulate(record_seconds.begin(), record_seconds.end(), 0.0);
+  }
 };
 
 // Runs every call in order; synchronizes the stream at each phase boundary and at the end.
