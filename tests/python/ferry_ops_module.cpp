@@ -256,11 +256,10 @@ py::object rope_table(const py::array& pos, int head_dim, float theta,
   return finish_with(s, {op.cos, op.sin});
 }
 
-py::object attention(const py::array& q, const py::array& k, const py::array& v, int num_heads,
-                     int num_kv_heads, int head_dim, float scale, bool causal, int64_t q_pos0,
-                     const std::optional<py::array>& k2, const std::optional<py::array>& v2,
-                     const std::optional<py::array>& q_pos0_dev) {
-  Session& s = *session();
+// The attention op both bindings below build: q, one or two k/v spans, the output, the heads.
+Attention attention_op(Session& s, const py::array& q, const py::array& k, const py::array& v,
+                       int num_heads, int num_kv_heads, int head_dim, float scale, bool causal,
+                       const std::optional<py::array>& k2, const std::optional<py::array>& v2) {
   Attention op;
   op.q = s.upload(q, "q");
   op.kv[0] = {s.upload(k, "k"), s.upload(v, "v")};
@@ -276,6 +275,15 @@ py::object attention(const py::array& q, const py::array& k, const py::array& v,
   op.head_dim = head_dim;
   op.scale = scale;
   op.causal = causal;
+  return op;
+}
+
+py::object attention(const py::array& q, const py::array& k, const py::array& v, int num_heads,
+                     int num_kv_heads, int head_dim, float scale, bool causal, int64_t q_pos0,
+                     const std::optional<py::array>& k2, const std::optional<py::array>& v2,
+                     const std::optional<py::array>& q_pos0_dev) {
+  Session& s = *session();
+  Attention op = attention_op(s, q, k, v, num_heads, num_kv_heads, head_dim, scale, causal, k2, v2);
   op.q_pos0 = q_pos0;
   if (q_pos0_dev) op.q_pos0_dev = s.upload(*q_pos0_dev, "q_pos0_dev");  // read when the op runs
   s.run(op);
@@ -290,22 +298,9 @@ py::object attention_segmented(const py::array& q, const py::array& k, const py:
                                const std::optional<py::array>& k2,
                                const std::optional<py::array>& v2) {
   Session& s = *session();
-  Attention op;
-  op.q = s.upload(q, "q");
-  op.kv[0] = {s.upload(k, "k"), s.upload(v, "v")};
-  op.num_spans = 1;
-  if (k2 && v2) {
-    op.kv[1] = {s.upload(*k2, "k2"), s.upload(*v2, "v2")};
-    op.num_spans = 2;
-  }
+  Attention op = attention_op(s, q, k, v, num_heads, num_kv_heads, head_dim, scale, causal, k2, v2);
   op.segments = s.upload(segments, "segments");
   op.max_segment_rows = max_segment_rows;
-  op.out = s.output(DType::bf16, op.q.rows, op.q.cols);
-  op.num_heads = num_heads;
-  op.num_kv_heads = num_kv_heads;
-  op.head_dim = head_dim;
-  op.scale = scale;
-  op.causal = causal;
   s.run(op);
   return finish_with(s, {op.out});
 }
