@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Configures and builds ferry into build/ (or $FERRY_BUILD_DIR). Extra arguments go to cmake.
+# ccache is used when present (it is optional: set-up does not install it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FERRY_BUILD_DIR:-build}
 pybind_dir=$(python3 -m pybind11 --cmakedir 2>/dev/null || true)
 args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${FERRY_BUILD_TYPE:-Release})
 [ -n "$pybind_dir" ] && args+=(-Dpybind11_DIR="$pybind_dir")
+if command -v ccache >/dev/null 2>&1; then
+  args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
 cmake "${args[@]}" "$@" >/dev/null
 cmake --build "$build" -j "$(nproc)"
