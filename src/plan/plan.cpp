@@ -1,0 +1,270 @@
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "format/strict_json.h"
+
+namespace ferry {
+
+const char* placement_name(Placement p) {
+  switch (p) {
+    case Placement::resident:
+      return "resident";
+    case Placement::streamed:
+      return "streamed";
+    case Placement::host:
+      return "host";
+  }
+  return "?";
+}
+
+const char* stream_mode_name(StreamMode m) {
+  return m == StreamMode::sequential ? "sequential" : "pipelined";
+}
+
+bool host_placement_allowed(const WeightGroup& group) {
+  return group.kind == GroupKind::embedding;
+}
+
+namespace {
+
+template <class Pred>
+uint64_t sum_bytes(const Plan& plan, const ModelWeights& weights, Pred pred) {
+  uint64_t total = 0;
+  const size_t n = std::min(plan.placement.size(), weights.groups.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (pred(plan.placement[i])) total += weights.groups[i].bytes;
+  }
+  return total;
+}
+
+Error bad_plan(const std::string& msg) {
+  return make_error(ErrorCode::invalid_argument, "plan: " + msg);
+}
+
+std::string some_group_names(const ModelWeights& weights) {
+  std::string s;
+  const size_t n = weights.groups.size();
+  const size_t show = std::min<size_t>(n, 4);
+  for (size_t i = 0; i < show; ++i) s += (i ? ", " : "") + weights.groups[i].name;
+  if (n > show) s += ", ..., " + weights.groups.back().name;
+  return s;
+}
+
+}  // namespace
+
+uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights) {
+  return sum_bytes(plan, weights, [](Placement p) { return p == Placement::resident; });
+}
+
+uint64_t host_bytes(const Plan& plan, const ModelWeights& weights) {
+  return sum_bytes(plan, weights, [](Placement p) { return p == Placement::host; });
+}
+
+uint64_t streamed_bytes(const Plan& plan, const ModelWeights& weights) {
+  return sum_bytes(plan, weights, [](Placement p) { return p == Placement::streamed; });
+}
+
+uint64_t largest_streamed_group(const Plan& plan, const ModelWeights& weights) {
+  uint64_t largest = 0;
+  const size_t n = std::min(plan.placement.size(), weights.groups.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (plan.placement[i] == Placement::streamed) {
+      largest = std::max(largest, weights.groups[i].bytes);
+    }
+  }
+  return largest;
+}
+
+uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights) {
+  return resident_bytes(plan, weights) + static_cast<uint64_t>(plan.slots) * plan.slot_bytes;
+}
+
+Status validate_plan(const Plan& plan, const ModelWeights& weights) {
+  if (plan.placement.size() != weights.groups.size()) {
+    return bad_plan(std::to_string(plan.placement.size()) + " placements for a model of " +
+                    std::to_string(weights.groups.size()) + " weight groups");
+  }
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    if (plan.placement[i] == Placement::host && !host_placement_allowed(weights.groups[i])) {
+      return bad_plan(weights.groups[i].name + " cannot stay on the host (only a token " +
+                      "embedding can: its calls read single rows)");
+    }
+  }
+  const uint64_t largest = largest_streamed_group(plan, weights);
+  if (largest == 0) {
+    if (plan.slots != 0 || plan.slot_bytes != 0) {
+      return bad_plan("no group is streamed, so there must be no slots");
+    }
+    return {};
+  }
+  if (plan.mode == StreamMode::sequential && plan.slots != 1) {
+    return bad_plan("sequential mode streams through exactly one slot, not " +
+                    std::to_string(plan.slots));
+  }
+  if (plan.mode == StreamMode::pipelined && (plan.slots < 2 || plan.slots > 64)) {
+    return bad_plan("pipelined mode needs 2 to 64 slots, not " + std::to_string(plan.slots));
+  }
+  if (plan.slot_bytes < largest) {
+    return bad_plan("slots of " + std::to_string(plan.slot_bytes) +
+                    " bytes cannot hold the largest streamed group (" + std::to_string(largest) +
+                    " bytes)");
+  }
+  if (plan.slot_bytes % kGroupAlignment != 0) {
+    return bad_plan("slot size must be a multiple of " + std::to_string(kGroupAlignment));
+  }
+  return {};
+}
+
+Plan all_resident_plan(const ModelWeights& weights) {
+  Plan p;
+  p.placement.assign(weights.groups.size(), Placement::resident);
+  p.slots = 0;
+  p.slot_bytes = 0;
+  return p;
+}
+
+std::vector<int> interleaved_layers(int k, int n) {
+  std::vector<int> out;
+  if (n <= 0 || k <= 0) return out;
+  if (k >= n) {
+    for (int i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  for (int i = 0; i < k; ++i) {
+    out.push_back(static_cast<int>(static_cast<int64_t>(i) * (n - 1) / k));
+  }
+  return out;
+}
+
+namespace {
+
+// Fills slots and slot_bytes for the placements already set.
+void size_slots(Plan& p, const ModelWeights& weights, int slots) {
+  const uint64_t largest = largest_streamed_group(p, weights);
+  if (largest == 0) {
+    p.slots = 0;
+    p.slot_bytes = 0;
+    return;
+  }
+  p.slots = p.mode == StreamMode::sequential ? 1 : slots;
+  p.slot_bytes = (largest + kGroupAlignment - 1) / kGroupAlignment * kGroupAlignment;
+}
+
+}  // namespace
+
+Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<std::string>& names,
+                                StreamMode mode, int slots) {
+  Plan p;
+  p.mode = mode;
+  p.placement.assign(weights.groups.size(), Placement::streamed);
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    if (host_placement_allowed(weights.groups[i])) p.placement[i] = Placement::host;
+  }
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) return bad_plan("group " + name + " is named twice");
+    bool found = false;
+    for (size_t i = 0; i < weights.groups.size(); ++i) {
+      if (weights.groups[i].name == name) {
+        p.placement[i] = Placement::resident;
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      return bad_plan("the model has no weight group '" + name + "' (its groups: " +
+                      some_group_names(weights) + "; `ferry inspect` lists them all)");
+    }
+  }
+  size_slots(p, weights, slots);
+  FERRY_RETURN_IF_ERROR(validate_plan(p, weights));
+  return p;
+}
+
+std::string plan_to_json(const Plan& plan, const ModelWeights& weights) {
+  nlohmann::ordered_json j;
+  j["format"] = "ferry-plan";
+  j["version"] = 1;
+  j["mode"] = stream_mode_name(plan.mode);
+  j["slots"] = plan.slots;
+  j["slot_bytes"] = plan.slot_bytes;
+  auto groups = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < plan.placement.size() && i < weights.groups.size(); ++i) {
+    nlohmann::ordered_json g;
+    g["name"] = weights.groups[i].name;
+    g["placement"] = placement_name(plan.placement[i]);
+    g["bytes"] = weights.groups[i].bytes;
+    groups.push_back(std::move(g));
+  }
+  j["groups"] = std::move(groups);
+  return j.dump(2) + "\n";
+}
+
+Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights) {
+  FERRY_ASSIGN_OR_RETURN(nlohmann::json j, strict_json::parse(text, 8, "plan", "file"));
+  auto bad = [](const std::string& m) { return make_error(ErrorCode::format, "plan file: " + m); };
+  if (!j.is_object()) return bad("not a JSON object");
+  if (!j.contains("format") || j["format"] != "ferry-plan") {
+    return bad("\"format\" must be \"ferry-plan\"");
+  }
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"] != 1) {
+    return bad("\"version\" must be 1");
+  }
+  Plan p;
+  if (!j.contains("mode") || !j["mode"].is_string()) return bad("\"mode\" is missing");
+  const std::string mode = j["mode"].get<std::string>();
+  if (mode == "pipelined") {
+    p.mode = StreamMode::pipelined;
+  } else if (mode == "sequential") {
+    p.mode = StreamMode::sequential;
+  } else {
+    return bad("unknown mode " + strict_json::quote(mode));
+  }
+  if (!j.contains("slots") || !j["slots"].is_number_integer() || j["slots"] < 0 ||
+      j["slots"] > 64) {
+    return bad("\"slots\" must be an integer from 0 to 64");
+  }
+  p.slots = j["slots"].get<int>();
+  if (!j.contains("slot_bytes") || !j["slot_bytes"].is_number_unsigned()) {
+    return bad("\"slot_bytes\" must be a non-negative integer");
+  }
+  p.slot_bytes = j["slot_bytes"].get<uint64_t>();
+  if (!j.contains("groups") || !j["groups"].is_array()) return bad("\"groups\" must be a list");
+  const auto& groups = j["groups"];
+  if (groups.size() != weights.groups.size()) {
+    return bad("it lists " + std::to_string(groups.size()) + " groups; the model has " +
+               std::to_string(weights.groups.size()) + " (a plan made for another model?)");
+  }
+  p.placement.resize(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto& g = groups[i];
+    if (!g.is_object() || !g.contains("name") || !g["name"].is_string() ||
+        !g.contains("placement") || !g["placement"].is_string()) {
+      return bad("group " + std::to_string(i) + " needs a \"name\" and a \"placement\"");
+    }
+    const std::string name = g["name"].get<std::string>();
+    if (name != weights.groups[i].name) {
+      return bad("group " + std::to_string(i) + " is " + strict_json::quote(name) +
+                 "; the model's is " + weights.groups[i].name +
+                 " (a plan made for another model?)");
+    }
+    const std::string where = g["placement"].get<std::string>();
+    if (where == "resident") {
+      p.placement[i] = Placement::resident;
+    } else if (where == "streamed") {
+      p.placement[i] = Placement::streamed;
+    } else if (where == "host") {
+      p.placement[i] = Placement::host;
+    } else {
+      return bad(name + ": unknown placement " + strict_json::quote(where));
+    }
+  }
+  FERRY_RETURN_IF_ERROR(validate_plan(p, weights));
+  return p;
+}
+
+}  // namespace ferry

@@ -1,0 +1,94 @@
+// A residency plan: where each weight group lives during an inference and how streamed groups
+// reach the device. Plans are data: built from flags or by the planner (plan/planner.h), printed
+// by --dry-run, saved and loaded as JSON, and carried out by the streaming executor
+// (exec/streaming_provider.h), which decides nothing itself.
+//
+// How the executor carries out a plan (the predictor simulates exactly this):
+//   - The calls run in call-sequence order on one compute stream.
+//   - Streamed calls u_0, u_1, ... (every call whose group is streamed, in order; a group called
+//     twice is copied twice) use slot k mod `slots`. Copies run one at a time on one copy
+//     stream, in that order. The copy of u_k starts when the copy of u_{k-1} has finished and the
+//     compute of u_{k-slots} (the slot's previous user) has finished; its duration is the group's
+//     C_DMA. In sequential mode (slots = 1) the copy of u_k also waits for the compute of the call
+//     before u_k, so copy and compute never overlap.
+//   - A call's compute starts when the previous call's compute has finished, its group's copy (if
+//     streamed) has finished, and the host has finished any host step before it; it lasts C_EXE
+//     of (group, phase).
+//   - Host steps follow a call whose output the host reads (sampling after the LM head's last
+//     chunk, the Euler update after expert.out): the host waits for that call's compute, spends
+//     the step's host time, and only then enqueues the next call. Copies already enqueued keep
+//     going meanwhile: the copy of u_k is enqueued as soon as u_{k-slots} has been enqueued, so
+//     prefetch crosses stage and step boundaries.
+//   - A `host` group is never copied whole; its call reads the rows it needs from host memory (a
+//     small copy inside the call's C_EXE).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/weights.h"
+
+namespace ferry {
+
+enum class Placement : uint8_t {
+  resident,  // copied into the device arena once, read there by every call
+  streamed,  // copied into a slot of the ring before every call that uses it
+  host,      // stays in host memory; the call gathers the rows it needs (token embeddings only)
+};
+const char* placement_name(Placement p);
+
+enum class StreamMode : uint8_t {
+  pipelined,   // a ring of slots: copies run ahead of compute on their own stream
+  sequential,  // one slot: each streamed group is copied, then run, nothing overlapped
+};
+const char* stream_mode_name(StreamMode m);
+
+// Whether a group may stay on the host (its call can read single rows from host memory).
+bool host_placement_allowed(const WeightGroup& group);
+
+struct Plan {
+  std::vector<Placement> placement;  // one per ModelWeights::groups entry, same order
+  StreamMode mode = StreamMode::pipelined;
+  int slots = 2;            // ring slots; 1 in sequential mode; 0 when nothing is streamed
+  uint64_t slot_bytes = 0;  // bytes of each slot: at least the largest streamed group
+
+  bool operator==(const Plan&) const = default;
+};
+
+// Bytes of the groups the plan keeps resident / on the host / streams (each group counted once).
+uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights);
+uint64_t host_bytes(const Plan& plan, const ModelWeights& weights);
+uint64_t streamed_bytes(const Plan& plan, const ModelWeights& weights);
+// The largest streamed group (0 when none is streamed): the smallest slot that works.
+uint64_t largest_streamed_group(const Plan& plan, const ModelWeights& weights);
+// Device bytes the plan's weights take: resident groups plus slots × slot_bytes.
+uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights);
+
+// Structural checks: one placement per group, host only where allowed, slots and slot_bytes
+// consistent with the mode and the streamed groups. Errors name the group.
+Status validate_plan(const Plan& plan, const ModelWeights& weights);
+
+// Every group resident (what `ferry run` without a budget does).
+Plan all_resident_plan(const ModelWeights& weights);
+
+// The paper's interleaved placement (Eq. 8) of k resident layers among n: {floor(i·(n-1)/k)},
+// i = 0..k-1 (the first layer in, the last out, gaps as even as they can be). k >= n gives all n.
+std::vector<int> interleaved_layers(int k, int n);
+
+// A plan from explicit choices: the named groups resident, the embedding on the host unless
+// named, every other group streamed through `slots` slots sized to the largest streamed group
+// (sequential mode: one slot). Names are ModelWeights group names ("text.layers.3",
+// "text.head.0", "expert.in"); an unknown name is an error that lists a few known ones.
+Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<std::string>& names,
+                                StreamMode mode, int slots = 2);
+
+// Plan files: {"format": "ferry-plan", "version": 1, "mode": ..., "slots": ..., "slot_bytes":
+// ..., "groups": [{"name": ..., "placement": ...}, ...]}. Groups are named, so a plan made for
+// another model is refused with the first name that differs.
+std::string plan_to_json(const Plan& plan, const ModelWeights& weights);
+Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights);
+
+}  // namespace ferry
