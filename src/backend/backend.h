@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "backend/ops.h"
 #include "core/status.h"
@@ -98,20 +99,73 @@ struct DeviceInfo {
   size_t total_bytes = 0;  // device memory the backend can see
 };
 
+// Where a backend's device bytes are: live bytes by purpose, the high-water mark, and the one
+// region they are carved from when the backend has a reservation.
+struct MemoryLedger {
+  uint64_t reserved = 0;      // bytes of the region (0: no reservation; each buffer taken alone)
+  uint64_t in_use = 0;        // live bytes (rounded to the 256-byte unit)
+  uint64_t peak = 0;          // the most in use at once since the backend was made
+  uint64_t largest_free = 0;  // with a reservation
+  std::vector<std::pair<std::string, uint64_t>> by_purpose;  // live bytes, by label, sorted
+};
+
+// Host memory made fast for device copies in place (a read-only checkpoint mapping); the
+// registration ends when this is destroyed.
+class HostRegistration {
+ public:
+  virtual ~HostRegistration() = default;
+};
+
+// What a stream is for. Compute streams carry ops (and own their cuBLASLt workspace and op
+// scratch); copy streams only move bytes and take no device memory.
+enum class StreamRole : uint8_t { compute, copy };
+
 class Backend {
  public:
-  virtual ~Backend() = default;
+  Backend();
+  virtual ~Backend();
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
 
   virtual std::string_view name() const = 0;  // "cpu", "cuda"
   virtual DeviceInfo info() const = 0;
 
-  // Device memory, 256-byte aligned. Fails with out_of_memory, never aborts.
-  virtual Result<DeviceBuffer> allocate(size_t bytes) = 0;
+  // Device memory, 256-byte aligned, labelled with what it is for ("kv cache"; the ledger sums
+  // by label). Under a reservation it is carved from the reserved region. Fails with
+  // out_of_memory, never aborts. Decorators forward it (and reserve, ledger) to what they wrap.
+  virtual Result<DeviceBuffer> allocate(size_t bytes, std::string_view purpose = "other");
+
+  // Takes one region of `bytes` of device memory now; from then on every device byte the backend
+  // hands out (allocate, stream workspaces, op scratch) is carved from it, so the region is a
+  // hard budget. Fails when memory is already allocated or a region is already reserved.
+  virtual Status reserve(uint64_t bytes);
+  virtual MemoryLedger ledger() const;
+  // Device memory this process holds as the driver counts it (context, loaded code, every
+  // allocation): the view from outside ferry's own books that a budget is checked against.
+  // nullopt when the backend cannot tell (the CPU backend, whose device memory is the heap).
+  virtual std::optional<uint64_t> driver_device_bytes() const { return std::nullopt; }
+  virtual std::string driver_device_bytes_method() const { return "none"; }
+  // Device bytes each compute stream takes from allocate() when created (workspaces, scratch).
+  virtual uint64_t compute_stream_bytes() const { return 0; }
+
+  // Makes `bytes` of host memory at `data` (a read-only file mapping) copyable at full link
+  // speed without a second copy, where the platform allows it. `registered` false means copies
+  // from it run at the platform's pageable speed; `how` says what happened. Default: nothing to
+  // do (host memory is device memory).
+  struct HostRegistrationResult {
+    std::unique_ptr<HostRegistration> handle;  // unregisters when destroyed (may be null)
+    bool registered = false;
+    bool readable_in_place = false;  // kernels may read the range at its host addresses
+    std::string how;  // "registered read-only", "not needed (cpu)", or why it was refused
+  };
+  virtual HostRegistrationResult register_host(const void* data, size_t bytes);
 
   // Host memory for fast copies (HostBuffer), 256-byte aligned. The default is ordinary memory.
   virtual Result<HostBuffer> allocate_host(size_t bytes);
 
   virtual std::unique_ptr<Stream> create_stream() = 0;
+  // A stream for copies only (no workspace or scratch). Default: an ordinary stream.
+  virtual std::unique_ptr<Stream> create_copy_stream() { return create_stream(); }
   virtual std::unique_ptr<Event> create_event() = 0;
 
   // Asynchronous copies, ordered in `stream`. Host memory must stay valid and unchanged until
@@ -120,6 +174,11 @@ class Backend {
   virtual void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) = 0;
   virtual void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(Stream& stream, void* dst, size_t bytes) = 0;
+  // Every byte set to `value` (0xff poisons bf16 and f32 data with NaN). Default: fill_zero for
+  // 0, and a no-op otherwise for backends that cannot (none of ferry's).
+  virtual void fill_byte(Stream& stream, void* dst, uint8_t value, size_t bytes) {
+    if (value == 0) fill_zero(stream, dst, bytes);
+  }
 
   // Validates the op (ops.h), then enqueues it. An invalid op is returned as an error and
   // nothing is enqueued.
@@ -146,8 +205,22 @@ class Backend {
  protected:
   friend struct DeviceMemoryKind;
   friend struct HostMemoryKind;
-  virtual void free(void* data, size_t bytes) = 0;
+  // Returns a buffer allocate() handed out (to the region, or to the device).
+  virtual void free(void* data, size_t bytes);
   virtual void free_host(void* data, size_t bytes);
+
+  // The device itself: `bytes` (256-byte aligned) and the plain function that returns them (so
+  // the region can be returned after the derived backend is gone). Only allocate() and reserve()
+  // call it; everything else goes through allocate().
+  struct RawDeviceMemory {
+    void* data = nullptr;
+    void (*release)(void*) = nullptr;
+  };
+  virtual Result<RawDeviceMemory> device_alloc(size_t bytes) = 0;
+
+ private:
+  struct MemoryState;
+  std::unique_ptr<MemoryState> memory_;
 };
 
 // Backends by kind. The CPU backend is always there; the CUDA one exists when the binary links

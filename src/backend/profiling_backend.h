@@ -67,7 +67,22 @@ class ProfilingBackend final : public Backend {
 
   std::string_view name() const override { return inner_.name(); }
   DeviceInfo info() const override { return inner_.info(); }
-  Result<DeviceBuffer> allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  Result<DeviceBuffer> allocate(size_t bytes, std::string_view purpose = "other") override {
+    return inner_.allocate(bytes, purpose);
+  }
+  Status reserve(uint64_t bytes) override { return inner_.reserve(bytes); }
+  MemoryLedger ledger() const override { return inner_.ledger(); }
+  std::optional<uint64_t> driver_device_bytes() const override {
+    return inner_.driver_device_bytes();
+  }
+  std::string driver_device_bytes_method() const override {
+    return inner_.driver_device_bytes_method();
+  }
+  uint64_t compute_stream_bytes() const override { return inner_.compute_stream_bytes(); }
+  HostRegistrationResult register_host(const void* data, size_t bytes) override {
+    return inner_.register_host(data, bytes);
+  }
+  std::unique_ptr<Stream> create_copy_stream() override { return inner_.create_copy_stream(); }
   Result<HostBuffer> allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
   std::unique_ptr<Stream> create_stream() override { return inner_.create_stream(); }
   std::unique_ptr<Event> create_event() override { return inner_.create_event(); }
@@ -76,6 +91,9 @@ class ProfilingBackend final : public Backend {
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override;
   void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) override;
   void fill_zero(Stream& stream, void* dst, size_t bytes) override;
+  void fill_byte(Stream& stream, void* dst, uint8_t value, size_t bytes) override {
+    inner_.fill_byte(stream, dst, value, bytes);
+  }
   // Enqueues the op on the wrapped backend, synchronizes `stream` and records the time. An op
   // the wrapped backend rejects is returned as its error and not recorded.
   Status run(Stream& stream, const Op& op) override;
@@ -102,6 +120,9 @@ class ProfilingBackend final : public Backend {
   // Never reached: every buffer comes from inner_.allocate and is freed by the wrapped backend.
   // Should one arrive anyway, it goes back to the wrapped backend through DeviceBuffer.
   void free(void* data, size_t bytes) override { DeviceBuffer(&inner_, data, bytes).reset(); }
+  Result<RawDeviceMemory> device_alloc(size_t /*bytes*/) override {
+    return make_error(ErrorCode::internal, "profiling backend: memory comes from the wrapped one");
+  }
 
  private:
   using Key = std::tuple<std::string, std::string, std::string>;  // phase, kind, shape

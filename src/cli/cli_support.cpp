@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "format/config_json.h"
 
 namespace ferry::cli {
@@ -11,7 +12,7 @@ void Reporter::fail(const std::string& message) const {
   throw CLI::RuntimeError(2);
 }
 
-Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag) {
+Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool check_streams) {
   BackendKind kind = default_backend_kind();
   if (!flag.empty()) {
     auto k = parse_backend_kind(flag);
@@ -19,6 +20,15 @@ Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag) {
       return make_error(ErrorCode::invalid_argument,
                         "--backend: expected cpu or cuda, got " + flag);
     kind = *k;
+  }
+  if (check_streams) {
+    if (kind != BackendKind::cpu) {
+      return make_error(ErrorCode::invalid_argument,
+                        "--check-streams runs on the CPU backend (--backend cpu)");
+    }
+    CpuBackendOptions o;
+    o.max_delay_us = 200;
+    return std::unique_ptr<Backend>(create_cpu_backend(o));
   }
   return create_backend(kind);
 }

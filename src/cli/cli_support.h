@@ -35,7 +35,9 @@ class Reporter {
 };
 
 // `flag` empty: CUDA when it is compiled in and a device is visible, else the CPU.
-Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag);
+// `check_streams`: the CPU backend with random delays on every stream (--check-streams).
+Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag,
+                                                   bool check_streams = false);
 
 // --graphs on|off (default on): record replayable calls once and replay them.
 void add_graphs_option(CLI::App* cmd, bool* graphs);

@@ -1,6 +1,8 @@
-// `ferry bench`: the reference workload, all weights resident, median of several runs after a
-// warm-up, each stage printed against its floor (FLOPs over the measured BF16 matrix peak, bytes
-// over the measured device-memory bandwidth, both measured in the same run). With --profile, one
+// `ferry bench`: the reference workload in one session (all weights resident, or under --vram
+// with the rest streamed), median of several runs after a warm-up, each stage printed against its
+// floor (FLOPs over the measured BF16 matrix peak, bytes over the measured device-memory
+// bandwidth) and, when weights stream, the bytes it moved over the host link against the link's
+// peak, all measured in the same run. With --profile, one
 // more run after the timed ones breaks each stage down by op (cli/profile_report.h).
 #include <algorithm>
 #include <cstdio>
@@ -16,9 +18,12 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/profile_report.h"
+#include "cli/session_args.h"
+#include "core/units.h"
 #include "exec/machine_limits.h"
+#include "exec/peak_sampler.h"
 #include "exec/profiling_provider.h"
-#include "exec/resident_weights.h"
+#include "exec/session.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/call_sequence.h"
@@ -44,6 +49,7 @@ struct BenchArgs {
   bool graphs = true;
   bool profile = false;
   int profile_top = 15;
+  SessionArgs session;
 };
 
 const Reporter report{"bench"};
@@ -121,13 +127,27 @@ void bench(const BenchArgs& a) {
   const Workload w = bench_workload(a, config);
   report.check(validate_workload(w, config));
   const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
-  std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
-  auto stream = backend->create_stream();
-  if (!a.json) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
-  const MachineLimits limits = report.check(measure_machine_limits(*backend, *stream));
+  InferenceOptions inference;
+  inference.exec.graphs = a.graphs;
+  const SessionOptions so = report.check(session_options(a.session, weights, inference));
+  if (a.profile && so.vram) {
+    report.fail("--profile runs every weight resident (its ops are timed one by one): drop --vram");
+  }
+  std::unique_ptr<Backend> backend =
+      report.check(backend_from_flag(a.backend, a.session.check_streams));
+  MachineLimits limits;
+  {
+    // Before the budget is reserved: its buffers are large and temporary.
+    auto stream = backend->create_stream();
+    if (!a.json) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
+    limits = report.check(measure_machine_limits(*backend, *stream));
+  }
   if (!a.json) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
-  ResidentWeights resident =
-      report.check(ResidentWeights::load(*backend, *stream, weights, m.checkpoint));
+  // The outside view of device memory from here on: the session and every run.
+  PeakSampler sampler(*backend);
+  std::unique_ptr<Session> session =
+      report.check(Session::open(*backend, config, weights, m.checkpoint, w, so));
+  const StreamingStats loaded = session->streaming();
 
   std::vector<InferenceResult> results;
   for (int i = 0; i < a.warmup + a.runs; ++i) {
@@ -135,11 +155,19 @@ void bench(const BenchArgs& a) {
       std::fprintf(stderr, "bench: %s %d/%d\n", i < a.warmup ? "warm-up" : "run",
                    i < a.warmup ? i + 1 : i - a.warmup + 1, i < a.warmup ? a.warmup : a.runs);
     }
-    InferenceOptions options;
-    options.exec.graphs = a.graphs;
-    InferenceResult r =
-        report.check(run_inference(*backend, config, weights, resident, w, options));
+    InferenceResult r = report.check(session->run());
     if (i >= a.warmup) results.push_back(std::move(r));
+  }
+  const StreamingStats& st = session->streaming();
+  const auto inferences = static_cast<double>(a.warmup + a.runs);
+  const MemoryLedger ledger = backend->ledger();
+  const std::optional<uint64_t> outside = sampler.peak();
+  // Bytes over the link per inference, by phase, and the time they take at the measured peak.
+  std::array<double, 4> streamed{};
+  double streamed_total = 0;
+  for (size_t p = 0; p < 4; ++p) {
+    streamed[p] = static_cast<double>(st.bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
+    streamed_total += streamed[p];
   }
   const InferenceResult& first = results.front();
   for (const auto& r : results) {
@@ -170,7 +198,7 @@ void bench(const BenchArgs& a) {
   std::vector<PhaseProfile> profile;
   if (a.profile) {
     if (!a.json) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
-    profile = profile_run(*backend, config, weights, resident, w, first);
+    profile = profile_run(*backend, config, weights, session->provider(), w, first);
     for (PhaseProfile& p : profile) {
       for (size_t s = 0; s < 4; ++s) {
         if (p.phase == names[s]) p.timed_seconds = stages[s].median();
@@ -201,14 +229,32 @@ void bench(const BenchArgs& a) {
                    {"recorded_calls", first.times.recorded_calls()},
                    {"replayed_calls", first.times.replayed_calls()},
                    {"record_s", first.times.record_time()}};
-    j["weights_bytes"] = resident.bytes();
-    j["load_s"] = resident.load_seconds();
+    j["machine"]["h2d_gbs"] = limits.h2d_bandwidth / 1e9;
+    j["weights_bytes"] = weights.total_bytes();
+    j["load_s"] = st.resident_load_seconds;
+    j["open_s"] = session->open_seconds();
+    j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
+    j["host_path"] = session->tier().how();
+    j["host_register_s"] = session->tier().register_seconds();
+    j["graphs"]["kept"] = session->graphs();
+    j["streamed_bytes_per_run"] = streamed_total;
+    j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
+                              {"reserved", ledger.reserved},
+                              {"outside", outside ? nlohmann::json(*outside) : nlohmann::json()},
+                              {"outside_method", backend->driver_device_bytes_method()},
+                              {"samples", sampler.samples()}};
     for (size_t s = 0; s < 5; ++s) {
       if (stages[s].calls == 0) continue;
       j["stages"][names[s]] = {{"median_s", stages[s].median()}, {"min_s", stages[s].min()},
                                {"max_s", stages[s].max()},       {"floor_s", stages[s].floor},
                                {"flops", stages[s].flops},       {"bytes", stages[s].bytes},
                                {"calls", stages[s].calls},       {"runs_s", stages[s].seconds}};
+      const double link_bytes = s < 4 ? streamed[s] : streamed_total;
+      j["stages"][names[s]]["streamed_bytes"] = link_bytes;
+      j["stages"][names[s]]["link_busy"] =
+          stages[s].median() > 0 && limits.h2d_bandwidth > 0
+              ? link_bytes / limits.h2d_bandwidth / stages[s].median()
+              : 0.0;
     }
     j["tokens"] = first.tokens;
     if (a.profile) j["profile"] = profile_json(profile);
@@ -240,17 +286,35 @@ void bench(const BenchArgs& a) {
   } else {
     std::printf("graphs:   off (every op launched one by one)\n");
   }
-  std::printf("weights:  %.2f GB resident, loaded in %.2f s\n\n",
-              static_cast<double>(resident.bytes()) / 1e9, resident.load_seconds());
-  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s\n", "stage", "median", "min", "max", "floor",
-              "floor/t", "TFLOP/s", "GB/s");
+  std::printf("link:     host -> device %.1f GB/s (page-locked, measured); host tier: %s\n",
+              limits.h2d_bandwidth / 1e9, session->tier().how().c_str());
+  std::printf("weights:  %.2f GB resident, loaded in %.2f s; %.2f GB streamed per run\n",
+              static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds,
+              streamed_total / 1e9);
+  print_plan(stdout, session->plan(), weights, session->memory());
+  std::printf("device:   peak %.2f GiB in ferry's books",
+              static_cast<double>(ledger.peak) / (1 << 30));
+  if (outside) {
+    std::printf(", %.2f GiB seen by the driver (%s, %lld samples)",
+                static_cast<double>(*outside) / (1 << 30),
+                backend->driver_device_bytes_method().c_str(),
+                static_cast<long long>(sampler.samples()));
+  }
+  if (so.vram) std::printf("; budget %.2f GiB", static_cast<double>(*so.vram) / (1 << 30));
+  std::printf("\n\n");
+  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s\n", "stage", "median", "min", "max",
+              "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy");
   for (size_t s = 0; s < 5; ++s) {
     if (stages[s].calls == 0) continue;
     const double t = stages[s].median();
-    std::printf("%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f\n", names[s], t * 1e3,
-                stages[s].min() * 1e3, stages[s].max() * 1e3, stages[s].floor * 1e3,
-                t > 0 ? 100.0 * stages[s].floor / t : 0.0, t > 0 ? stages[s].flops / t / 1e12 : 0,
-                t > 0 ? stages[s].bytes / t / 1e9 : 0);
+    const double link_bytes = s < 4 ? streamed[s] : streamed_total;
+    const double busy =
+        t > 0 && limits.h2d_bandwidth > 0 ? link_bytes / limits.h2d_bandwidth / t : 0;
+    std::printf("%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f %9.2f %8.0f%%\n",
+                names[s], t * 1e3, stages[s].min() * 1e3, stages[s].max() * 1e3,
+                stages[s].floor * 1e3, t > 0 ? 100.0 * stages[s].floor / t : 0.0,
+                t > 0 ? stages[s].flops / t / 1e12 : 0, t > 0 ? stages[s].bytes / t / 1e9 : 0,
+                link_bytes / 1e9, 100.0 * busy);
   }
   if (decode_steps > 0) {
     const double steps = static_cast<double>(decode_steps);
@@ -285,6 +349,7 @@ void add_bench_command(CLI::App& app) {
                 "One more run, every op timed alone (synchronized): time per op and shape");
   cmd->add_option("--profile-top", args->profile_top, "Ops shown per stage with --profile")
       ->capture_default_str();
+  add_session_options(cmd, &args->session);
   cmd->callback([args] { bench(*args); });
 }
 

@@ -1,5 +1,6 @@
-// `ferry run`: one inference on synthetic inputs (seeded prompt ids, pixels, ego history), all
-// weights resident. Prints the generated tokens, logits/actions hashes and time per stage.
+// `ferry run`: one inference on synthetic inputs (seeded prompt ids, pixels, ego history), under
+// a device budget when one is given (weights that do not fit are streamed). Prints the generated
+// tokens, logits/actions hashes, the plan, device memory and time per stage.
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +15,10 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
-#include "exec/resident_weights.h"
+#include "cli/session_args.h"
+#include "core/units.h"
+#include "exec/peak_sampler.h"
+#include "exec/session.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/call_sequence.h"
@@ -40,6 +44,7 @@ struct RunArgs {
   bool json = false;
   bool graphs = true;
   bool dry_run = false;
+  SessionArgs session;
   std::string dump_logits;
   std::string dump_inputs;
 };
@@ -139,36 +144,50 @@ void run(const RunArgs& a) {
   const Workload w = make_workload(a, config);
   report.check(validate_workload(w, config));
   const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
+  InferenceOptions opts;
+  opts.keep_all_logits = !a.dump_logits.empty();
+  opts.keep_inputs = !a.dump_inputs.empty();
+  opts.exec.graphs = a.graphs;
+  const SessionOptions so = report.check(session_options(a.session, weights, opts));
   if (a.dry_run) {
+    std::unique_ptr<Backend> backend =
+        report.check(backend_from_flag(a.backend, a.session.check_streams));
+    // The runtime's share as it stands now (no checkpoint is opened: the host tier is assumed to
+    // register, as it does on Linux with CUDA).
+    const std::optional<uint64_t> held = backend->driver_device_bytes();
+    const uint64_t runtime = held ? *held + kRuntimeMarginBytes : 0;
+    auto planned =
+        report.check(plan_session(*backend, config, weights, w, so, runtime, /*in_place=*/true));
     std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
               << weights.groups.size() << " groups, " << weights.total_bytes() << " bytes\n"
               << "workload: images " << w.num_images << " (" << w.image_height << "x"
               << w.image_width << "), prompt " << w.prompt_tokens << " tokens, generate "
               << w.gen_tokens << ", flow steps " << w.flow_steps << ", seed " << w.seed << "\n"
-              << format_call_sequence(calls, weights);
+              << format_call_sequence(calls, weights) << std::flush;
+    print_plan(stdout, planned.first, weights, planned.second);
     return;
   }
   report.check(check_runnable_dtypes(weights));
   const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
   report.check(bind_checkpoint(weights, ckpt));
-  std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
-  auto stream = backend->create_stream();
-  ResidentWeights resident = report.check(ResidentWeights::load(*backend, *stream, weights, ckpt));
-  InferenceOptions opts;
-  opts.keep_all_logits = !a.dump_logits.empty();
-  opts.keep_inputs = !a.dump_inputs.empty();
-  opts.exec.graphs = a.graphs;
-  const InferenceResult r =
-      report.check(run_inference(*backend, config, weights, resident, w, opts));
+  std::unique_ptr<Backend> backend =
+      report.check(backend_from_flag(a.backend, a.session.check_streams));
+  PeakSampler sampler(*backend);
+  std::unique_ptr<Session> session =
+      report.check(Session::open(*backend, config, weights, ckpt, w, so));
+  const InferenceResult r = report.check(session->run());
   if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
   if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
+  const MemoryLedger ledger = backend->ledger();
+  const std::optional<uint64_t> outside = sampler.peak();
+  const StreamingStats& st = session->streaming();
 
   const PhaseTimes& t = r.times;
   auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
   const double prefill_tps = rate(static_cast<double>(r.prompt.size()), t.of(Phase::prefill));
   const double decode_tps = rate(static_cast<double>(decode_steps(config, w)), t.of(Phase::decode));
   const double load_gbps =
-      rate(static_cast<double>(resident.bytes()) / 1e9, resident.load_seconds());
+      rate(static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds);
   if (a.json) {
     nlohmann::json j;
     j["model"] = architecture_name(config.arch);
@@ -177,8 +196,18 @@ void run(const RunArgs& a) {
     j["tokens"] = r.tokens;
     j["logits_hash"] = hex64(r.logits_hash);
     j["prefill_logits_hash"] = hex64(r.prefill_logits_hash);
-    j["weights_bytes"] = resident.bytes();
-    j["load_s"] = resident.load_seconds();
+    j["weights_bytes"] = weights.total_bytes();
+    j["load_s"] = st.resident_load_seconds;
+    j["open_s"] = session->open_seconds();
+    j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
+    j["host_path"] = session->tier().how();
+    j["host_register_s"] = session->tier().register_seconds();
+    j["streamed_bytes"] = st.bytes_copied;
+    j["streamed_groups"] = st.group_copies;
+    j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
+                              {"reserved", ledger.reserved},
+                              {"outside", outside ? nlohmann::json(*outside) : nlohmann::json()},
+                              {"outside_method", backend->driver_device_bytes_method()}};
     j["time_s"] = {{"vision", t.of(Phase::vision)},
                    {"prefill", t.of(Phase::prefill)},
                    {"decode", t.of(Phase::decode)},
@@ -197,8 +226,22 @@ void run(const RunArgs& a) {
   }
   std::printf("model      %s (%s), backend %s (%s)\n", architecture_name(config.arch),
               a.model.c_str(), std::string(backend->name()).c_str(), backend->info().name.c_str());
-  std::printf("weights    %.1f MB resident, loaded in %.3f s (%.2f GB/s)\n",
-              static_cast<double>(resident.bytes()) / 1e6, resident.load_seconds(), load_gbps);
+  std::printf("weights    %.1f MB resident, loaded in %.3f s (%.2f GB/s); host tier: %s\n",
+              static_cast<double>(st.resident_bytes) / 1e6, st.resident_load_seconds, load_gbps,
+              session->tier().how().c_str());
+  print_plan(stdout, session->plan(), weights, session->memory());
+  if (st.group_copies > 0) {
+    std::printf("streamed   %.1f MB in %lld group copies\n",
+                static_cast<double>(st.bytes_copied) / 1e6,
+                static_cast<long long>(st.group_copies));
+  }
+  std::printf("device     peak %s in ferry's books", binary_bytes(ledger.peak).c_str());
+  if (ledger.reserved > 0) std::printf(" (of a %s region)", binary_bytes(ledger.reserved).c_str());
+  if (outside) {
+    std::printf(", %s seen by the driver (%s)", binary_bytes(*outside).c_str(),
+                backend->driver_device_bytes_method().c_str());
+  }
+  std::printf("\n");
   std::printf("prompt     %zu tokens (rope delta %" PRId64 ")\n", r.prompt.size(), r.rope_delta);
   std::printf("generated  %s\n", join(r.tokens).c_str());
   std::printf("logits     last %s, prefill %s (FNV-1a 64 of bf16 logits)\n",
@@ -241,7 +284,9 @@ void add_run_command(CLI::App& app) {
   greedy->excludes(temp)->excludes(top_p);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
-  cmd->add_flag("--dry-run", args->dry_run, "Print the call sequence and exit");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "Print the call sequence, the plan and its memory, and exit");
+  add_session_options(cmd, &args->session);
   cmd->add_option("--dump-logits", args->dump_logits,
                   "Write [1 + decode steps, vocab] f32 logits (.npy): prefill's last position, "
                   "then each decode step");

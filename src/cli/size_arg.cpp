@@ -22,6 +22,19 @@ Result<uint64_t> parse_size(std::string_view text) {
     ++i;
   }
   if (i == 0) return bad();
+  // An optional fraction ("2.5GiB"), up to 9 digits.
+  uint64_t frac = 0, frac_scale = 1;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    const size_t start = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      if (i - start >= 9) return bad();
+      frac = frac * 10 + static_cast<uint64_t>(text[i] - '0');
+      frac_scale *= 10;
+      ++i;
+    }
+    if (i == start) return bad();
+  }
   std::string unit;
   for (; i < text.size(); ++i)
     unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
@@ -46,9 +59,13 @@ Result<uint64_t> parse_size(std::string_view text) {
     mult = 1ull << 40;
   else
     return bad();
-  if (n == 0) return make_error(ErrorCode::invalid_argument, "a size must be positive");
   if (n > std::numeric_limits<uint64_t>::max() / mult) return bad();
-  return n * mult;
+  // frac < frac_scale <= 1e9 and mult <= 2^40, so frac * mult fits.
+  const uint64_t part = frac_scale > 1 ? frac * mult / frac_scale : 0;
+  if (n * mult > std::numeric_limits<uint64_t>::max() - part) return bad();
+  const uint64_t total = n * mult + part;
+  if (total == 0) return make_error(ErrorCode::invalid_argument, "a size must be positive");
+  return total;
 }
 
 }  // namespace ferry::cli

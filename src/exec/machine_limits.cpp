@@ -22,8 +22,9 @@ double median(std::vector<double> v) {
 
 Result<DeviceBuffer> random_bf16(Backend& backend, Stream& stream, int64_t elements, uint64_t seed,
                                  std::vector<uint16_t>& host) {
-  FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf,
-                         backend.allocate(static_cast<size_t>(elements) * sizeof(uint16_t)));
+  FERRY_ASSIGN_OR_RETURN(
+      DeviceBuffer buf,
+      backend.allocate(static_cast<size_t>(elements) * sizeof(uint16_t), "machine limits"));
   host.resize(static_cast<size_t>(elements));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -46,7 +47,8 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream) {
   std::vector<uint16_t> host;
   FERRY_ASSIGN_OR_RETURN(DeviceBuffer x, random_bf16(backend, stream, n * n, 1, host));
   FERRY_ASSIGN_OR_RETURN(DeviceBuffer w, random_bf16(backend, stream, n * n, 2, host));
-  FERRY_ASSIGN_OR_RETURN(DeviceBuffer y, backend.allocate(static_cast<size_t>(n * n) * 2));
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer y,
+                         backend.allocate(static_cast<size_t>(n * n) * 2, "machine limits"));
   Linear op;
   op.x = make_view(x.data(), DType::bf16, n, n);
   op.w = make_view(w.data(), DType::bf16, n, n);
@@ -63,8 +65,8 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream) {
   m.gemm_flops = flops / median(times);
 
   // Copy bandwidth: one buffer into another, random contents.
-  FERRY_ASSIGN_OR_RETURN(DeviceBuffer a, backend.allocate(m.copy_bytes));
-  FERRY_ASSIGN_OR_RETURN(DeviceBuffer b, backend.allocate(m.copy_bytes));
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer a, backend.allocate(m.copy_bytes, "machine limits"));
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer b, backend.allocate(m.copy_bytes, "machine limits"));
   const size_t chunk = static_cast<size_t>(x.bytes());
   for (size_t off = 0; off < m.copy_bytes; off += chunk) {
     backend.copy_on_device(stream, static_cast<char*>(a.data()) + off, x.data(),
@@ -78,6 +80,19 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream) {
     if (i >= 2) times.push_back(now_seconds() - t0);
   }
   m.copy_bandwidth = 2.0 * static_cast<double>(m.copy_bytes) / median(times);
+
+  // The host link: page-locked host memory to the device in one copy, as large as a layer.
+  m.h2d_bytes = cpu ? (64ull << 20) : (384ull << 20);
+  FERRY_ASSIGN_OR_RETURN(HostBuffer h, backend.allocate_host(m.h2d_bytes));
+  std::fill_n(static_cast<unsigned char*>(h.data()), m.h2d_bytes, static_cast<unsigned char>(7));
+  times.clear();
+  for (int i = 0; i < reps + 2; ++i) {
+    const double t0 = now_seconds();
+    backend.copy_to_device(stream, a.data(), h.data(), m.h2d_bytes);
+    FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
+    if (i >= 2) times.push_back(now_seconds() - t0);
+  }
+  m.h2d_bandwidth = static_cast<double>(m.h2d_bytes) / median(times);
   return m;
 }
 

@@ -1,6 +1,8 @@
-// The two ceilings every benchmark is printed against, measured on the backend in the same run
+// The ceilings every benchmark is printed against, measured on the backend in the same run
 // (rates differ ~10% between machines of one kind): the BF16 matrix-product peak through the
-// backend's own Linear, and device-memory bandwidth through a device-to-device copy.
+// backend's own Linear, device-memory bandwidth through a device-to-device copy, and the host
+// link's peak through a copy from page-locked memory. Run it before a budget is reserved: its
+// buffers are large and temporary.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,8 @@ struct MachineLimits {
   int64_t gemm_size = 0;      // M = N = K of the timed product
   double copy_bandwidth = 0;  // B/s, bytes read + bytes written per second
   uint64_t copy_bytes = 0;    // size of the copied buffer
+  double h2d_bandwidth = 0;   // B/s, page-locked host -> device, one copy of h2d_bytes
+  uint64_t h2d_bytes = 0;
 };
 
 // Sizes follow the backend: 8192³ and 2 GiB on a GPU, small on the CPU so that the probe stays

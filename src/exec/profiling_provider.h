@@ -15,6 +15,9 @@ class ProfilingProvider final : public GroupProvider {
   ProfilingProvider(GroupProvider& inner, ProfilingBackend& profiler)
       : inner_(inner), profiler_(profiler) {}
 
+  Status begin(Stream& stream, std::span<const Call> calls) override {
+    return inner_.begin(stream, calls);
+  }
   Result<void*> acquire(Stream& stream, const Call& call) override {
     profiler_.set_phase(phase_name(call.phase));
     return inner_.acquire(stream, call);

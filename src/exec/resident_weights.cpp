@@ -1,8 +1,9 @@
 #include "exec/resident_weights.h"
 
 #include <chrono>
-#include <cstring>
 #include <string>
+
+#include "exec/host_tier.h"
 
 namespace ferry {
 
@@ -12,31 +13,15 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
   const auto t0 = std::chrono::steady_clock::now();
   ResidentWeights r;
   r.buffers_.reserve(weights.groups.size());
+  // Copies straight out of the mapping (pageable: this simple loader registers nothing).
+  FERRY_ASSIGN_OR_RETURN(HostTier tier, HostTier::open(backend, checkpoint, HostPath::pageable));
   for (const WeightGroup& g : weights.groups) {
-    FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(g.bytes));
+    FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> copies, tier.copies(g));
+    FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(g.bytes, "resident weights"));
     // Zero the alignment padding so a group's bytes are fully defined.
     backend.fill_zero(stream, buf.data(), buf.bytes());
-    for (const WeightSpec& s : g.tensors) {
-      const Checkpoint::Entry* e = checkpoint.find(s.checkpoint_name);
-      if (e == nullptr) {
-        return make_error(ErrorCode::format,
-                          checkpoint.dir() + ": tensor " + s.checkpoint_name + " is missing");
-      }
-      if (e->info->dtype != s.dtype || e->info->shape != s.shape) {
-        return make_error(ErrorCode::format,
-                          checkpoint.dir() + ": tensor " + s.checkpoint_name + " is " +
-                              std::string(dtype_name(e->info->dtype)) +
-                              " of another shape or dtype than the model's table says (" +
-                              std::string(dtype_name(s.dtype)) + "); bind_checkpoint names both");
-      }
-      const auto data = checkpoint.data(*e);
-      if (data.size() != s.bytes || s.offset + s.bytes > g.bytes) {
-        return make_error(ErrorCode::format, checkpoint.dir() + ": tensor " + s.checkpoint_name +
-                                                 ": " + std::to_string(data.size()) +
-                                                 " bytes, expected " + std::to_string(s.bytes));
-      }
-      backend.copy_to_device(stream, static_cast<char*>(buf.data()) + s.offset, data.data(),
-                             data.size());
+    for (const HostCopy& c : copies) {
+      backend.copy_to_device(stream, static_cast<char*>(buf.data()) + c.dst_offset, c.src, c.bytes);
     }
     r.bytes_ += g.bytes;
     r.buffers_.push_back(std::move(buf));

@@ -8,33 +8,19 @@
 
 namespace ferry {
 
+const Graph* GraphCache::find(const Key& key) const {
+  for (const auto& [k, g] : entries_) {
+    if (k == key) return g.get();
+  }
+  return nullptr;
+}
+
+const Graph* GraphCache::add(const Key& key, std::unique_ptr<Graph> graph) {
+  entries_.emplace_back(key, std::move(graph));
+  return entries_.back().second.get();
+}
+
 namespace {
-
-// Graphs recorded during one execute(), by what their work depends on.
-class GraphCache {
- public:
-  struct Key {
-    int group;
-    const void* base;
-    Phase phase;
-    bool operator==(const Key&) const = default;
-  };
-
-  const Graph* find(const Key& key) const {
-    for (const auto& [k, g] : entries_) {
-      if (k == key) return g.get();
-    }
-    return nullptr;
-  }
-  const Graph* add(const Key& key, std::unique_ptr<Graph> graph) {
-    entries_.emplace_back(key, std::move(graph));
-    return entries_.back().second.get();
-  }
-
- private:
-  // A few hundred entries at most (groups × phases), looked up once per call: a flat list.
-  std::vector<std::pair<Key, std::unique_ptr<Graph>>> entries_;
-};
 
 // Records run_call's work on `stream` into a graph. The capture is ended whatever the handler
 // returns, so the stream is usable afterwards.
@@ -51,12 +37,14 @@ Result<std::unique_ptr<Graph>> record_call(Backend& backend, Stream& stream, Cal
 
 Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights& weights,
                            std::span<const Call> calls, GroupProvider& provider,
-                           CallHandler& handler, const ExecOptions& options) {
+                           CallHandler& handler, const ExecOptions& options, GraphCache* kept) {
   using clock = std::chrono::steady_clock;
-  GraphCache graphs;
+  GraphCache local;
+  GraphCache& graphs = kept != nullptr ? *kept : local;
   PhaseTimes times;
   const auto start = clock::now();
   auto phase_start = start;
+  FERRY_RETURN_IF_ERROR(provider.begin(stream, calls));
   for (size_t i = 0; i < calls.size(); ++i) {
     const Call& c = calls[i];
     if (c.group < 0 || static_cast<size_t>(c.group) >= weights.groups.size()) {
@@ -94,6 +82,12 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
                                              st.error().message);
     }
     FERRY_RETURN_IF_ERROR(provider.release(stream, c));
+    st = handler.host_step(stream, c, g);
+    if (!st.ok()) {
+      return make_error(st.error().code, std::string(phase_name(c.phase)) + " step " +
+                                             std::to_string(c.step) + ", " + g.name + ": " +
+                                             st.error().message);
+    }
     ++times.calls[static_cast<size_t>(c.phase)];
     const bool phase_ends = i + 1 == calls.size() || calls[i + 1].phase != c.phase;
     if (phase_ends) {

@@ -5,8 +5,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/status.h"
@@ -19,18 +22,29 @@ namespace ferry {
 class GroupProvider {
  public:
   virtual ~GroupProvider() = default;
+  // The calls about to be executed, before the first acquire; acquire and release then come in
+  // exactly this order (a provider that streams reads ahead in it to prefetch).
+  virtual Status begin(Stream& /*stream*/, std::span<const Call> /*calls*/) { return {}; }
   // The device address of the call's group, valid for work enqueued on `stream` until release.
   virtual Result<void*> acquire(Stream& stream, const Call& call) = 0;
   // The call's work has been enqueued on `stream`; the bytes may be reused after it completes.
   virtual Status release(Stream& /*stream*/, const Call& /*call*/) { return {}; }
 };
 
-// The model side: runs one call's work (enqueue ops; host steps may synchronize).
+// The model side: enqueues one call's work, then runs the host step that follows it.
 class CallHandler {
  public:
   virtual ~CallHandler() = default;
   virtual Status run_call(Stream& stream, const Call& call, const WeightGroup& group,
                           void* base) = 0;
+
+  // Host work that reads the call's results (sampling after the LM head's last chunk, the Euler
+  // update after expert.out); it may synchronize. The executor calls it after releasing the
+  // call's group, so the copies of the groups that follow are already enqueued and run while the
+  // host waits here: prefetch crosses step boundaries.
+  virtual Status host_step(Stream& /*stream*/, const Call& /*call*/, const WeightGroup& /*group*/) {
+    return {};
+  }
 
   // True promises that run_call(call) only enqueues backend work on `stream` (no host copy, no
   // synchronization, no host state that later calls depend on), and that every pointer, shape and
@@ -69,9 +83,32 @@ struct PhaseTimes {
   }
 };
 
+// Recorded calls, by what their work depends on: (group, base, phase). Kept across executions
+// by a session whose buffers stay put, so each call is recorded once per placement and replayed
+// by every later inference.
+class GraphCache {
+ public:
+  struct Key {
+    int group;
+    const void* base;
+    Phase phase;
+    bool operator==(const Key&) const = default;
+  };
+  const Graph* find(const Key& key) const;
+  const Graph* add(const Key& key, std::unique_ptr<Graph> graph);
+  size_t size() const { return entries_.size(); }
+  void clear() { entries_.clear(); }
+
+ private:
+  // A few hundred entries at most (groups × phases × slots), looked up once per call: a list.
+  std::vector<std::pair<Key, std::unique_ptr<Graph>>> entries_;
+};
+
 // Runs every call in order; synchronizes the stream at each phase boundary and at the end.
+// `graphs` keeps recordings across executions (null: recorded for this execution only).
 Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights& weights,
                            std::span<const Call> calls, GroupProvider& provider,
-                           CallHandler& handler, const ExecOptions& options = {});
+                           CallHandler& handler, const ExecOptions& options = {},
+                           GraphCache* graphs = nullptr);
 
 }  // namespace ferry

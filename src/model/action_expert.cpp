@@ -90,21 +90,30 @@ Result<ActionExpert> ActionExpert::create(const AlpamayoConfig& config, Backend&
 
   Backend& b = backend;
   const int64_t h = x.hidden_size, qd = x.num_heads * x.head_dim, kvd = x.num_kv_heads * x.head_dim;
-  FERRY_ASSIGN_OR_RETURN(e.features_, allocate_matrix(b, s, feats, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.mlp_a_, allocate_matrix(b, s, in.hidden_size, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.mlp_b_, allocate_matrix(b, s, in.hidden_size, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.enc_, allocate_matrix(b, s, h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.h_, allocate_matrix(b, s, h, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.norm_, allocate_matrix(b, s, h, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.qkv_, allocate_matrix(b, s, qd + 2 * kvd, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.attn_, allocate_matrix(b, s, qd, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.o_, allocate_matrix(b, s, h, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.gate_up_, allocate_matrix(b, s, 2 * x.intermediate_size, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.act_, allocate_matrix(b, s, x.intermediate_size, DType::bf16));
-  FERRY_ASSIGN_OR_RETURN(e.pos_, allocate_matrix(b, s, 3, DType::i32));
-  FERRY_ASSIGN_OR_RETURN(e.cos_, allocate_matrix(b, s, x.head_dim / 2, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.sin_, allocate_matrix(b, s, x.head_dim / 2, DType::f32));
-  FERRY_ASSIGN_OR_RETURN(e.velocity_, allocate_matrix(b, s, dims, DType::bf16));
+  FERRY_ASSIGN_OR_RETURN(e.features_,
+                         allocate_matrix(b, s, feats, DType::f32, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.mlp_a_,
+                         allocate_matrix(b, s, in.hidden_size, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.mlp_b_,
+                         allocate_matrix(b, s, in.hidden_size, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.enc_, allocate_matrix(b, s, h, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.h_, allocate_matrix(b, s, h, DType::f32, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.norm_, allocate_matrix(b, s, h, DType::f32, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.qkv_,
+                         allocate_matrix(b, s, qd + 2 * kvd, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.attn_, allocate_matrix(b, s, qd, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.o_, allocate_matrix(b, s, h, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.gate_up_, allocate_matrix(b, s, 2 * x.intermediate_size, DType::bf16,
+                                                     "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(
+      e.act_, allocate_matrix(b, s, x.intermediate_size, DType::bf16, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.pos_, allocate_matrix(b, s, 3, DType::i32, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.cos_,
+                         allocate_matrix(b, s, x.head_dim / 2, DType::f32, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.sin_,
+                         allocate_matrix(b, s, x.head_dim / 2, DType::f32, "expert activations"));
+  FERRY_ASSIGN_OR_RETURN(e.velocity_,
+                         allocate_matrix(b, s, dims, DType::bf16, "expert activations"));
   return e;
 }
 
@@ -318,7 +327,12 @@ Status ActionExpert::run_out(Stream& stream, int step, const WeightGroup& group,
       b.run(stream, RmsNorm{residual(), nw, nrm, h, static_cast<float>(x.rms_norm_eps)}));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{nrm, w, bias, vel}));
   b.copy_to_host(stream, v_raw_.data(), velocity_.data(), v_raw_.size() * sizeof(uint16_t));
-  FERRY_RETURN_IF_ERROR(b.synchronize(stream));
+  return Status::ok_status();
+}
+
+Status ActionExpert::finish_step(Stream& stream, int step) {
+  if (step < 0 || step >= num_steps()) return invalid("step out of range");
+  FERRY_RETURN_IF_ERROR(backend_->synchronize(stream));
   for (size_t i = 0; i < v_raw_.size(); ++i) v_host_[i] = bf16_to_f32(v_raw_[i]);
   // x ← x + Δ_i·v in fp32 (the velocity is bf16, x stays fp32: spec §6.4).
   euler_step(x_, v_host_, grid_.deltas[static_cast<size_t>(step)]);

@@ -2,8 +2,8 @@
 // the text model's KV cache, and action_out_proj with the Euler update of flow matching.
 //
 // One inference: begin(seed), then for step in [0, num_steps): run_in(step), run_layer(ℓ) for
-// every layer, run_out(step). The residual stream is fp32 (§6.3). run_out synchronizes the stream
-// and updates x on the host; actions() is valid after the last step.
+// every layer, run_out(step), finish_step(step). The residual stream is fp32 (§6.3). finish_step
+// synchronizes the stream and updates x on the host; actions() is valid after the last step.
 #pragma once
 
 #include <cstdint>
@@ -76,9 +76,10 @@ class ActionExpert {
   // then the expert's own 64 rows. Never writes the text cache.
   Status run_layer(Stream& stream, int layer, const WeightGroup& group, void* base,
                    const ExpertLayerContext& context);
-  // "expert.out": final norm, action_out_proj → velocity v (bf16); synchronizes the stream, then
-  // x += Δ_step · v on the host in fp32.
+  // "expert.out": final norm, action_out_proj → velocity v (bf16), and its copy to the host.
   Status run_out(Stream& stream, int step, const WeightGroup& group, void* base);
+  // The host half of a step: synchronizes the stream, then x += Δ_step · v in fp32.
+  Status finish_step(Stream& stream, int step);
   // Rotary tables for positions rope_pos0 + j (uploads and builds them; a no-op when they are
   // already built for rope_pos0). run_layer calls it too; calling it before the first layer keeps
   // the layers free of host copies, so that they can be recorded and replayed (graphs).

@@ -62,6 +62,21 @@ class VisionLanguageHandler : public CallHandler {
     return make_error(ErrorCode::internal, "unknown phase");
   }
 
+  Status host_step(Stream& stream, const Call& call, const WeightGroup& group) override {
+    switch (call.phase) {
+      case Phase::prefill:
+      case Phase::decode:
+        return text_.host_step(stream, call, group);
+      case Phase::expert:
+        if (group.kind != GroupKind::expert_out) return {};
+        if (!expert_) return make_error(ErrorCode::internal, "expert call for a model without one");
+        return expert_->finish_step(stream, call.step);
+      case Phase::vision:
+        return {};
+    }
+    return {};
+  }
+
   // Decode layers, and the expert's layers: every flow step attends over the same cache prefix
   // with the same rotary positions, and its changing input (the trunk's output) is on the device.
   bool replayable(const Call& call, const WeightGroup& group) const override {
@@ -127,116 +142,157 @@ class VisionLanguageHandler : public CallHandler {
   int32_t future_start_;
 };
 
-}  // namespace
+class VisionLanguageRunner final : public ModelRunner {
+ public:
+  VisionLanguageRunner(Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+                       const Workload& workload, const InferenceOptions& options)
+      : backend_(backend),
+        config_(config),
+        weights_(weights),
+        workload_(workload),
+        options_(options) {}
 
-Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig& config,
-                                            const ModelWeights& weights, GroupProvider& provider,
-                                            const Workload& workload,
-                                            const InferenceOptions& options) {
-  const Qwen3VLConfig* vlm = config.vlm();
+  Status init();
+  const std::vector<Call>& calls() const override { return calls_; }
+  Result<InferenceResult> run(Stream& stream, GroupProvider& provider, GraphCache* graphs) override;
+
+ private:
+  Backend& backend_;
+  const ModelConfig config_;
+  const ModelWeights& weights_;
+  const Workload workload_;
+  const InferenceOptions options_;
+  std::vector<Call> calls_;
+  std::optional<VisionEncoder> vision_;
+  HostBuffer pixel_buffer_;  // page-locked on CUDA: the upload runs at the link's speed
+  std::span<float> pixels_;
+  std::vector<std::array<int64_t, 3>> grids_;
+  EgoHistory history_;
+  std::optional<TextGeneration> text_;
+  std::optional<ActionExpert> expert_;
+};
+
+Status VisionLanguageRunner::init() {
+  const Qwen3VLConfig* vlm = config_.vlm();
   if (vlm == nullptr) return make_error(ErrorCode::internal, "not a vision-language model");
-  const AlpamayoConfig* alpamayo = config.alpamayo();
-  FERRY_ASSIGN_OR_RETURN(std::vector<Call> calls, call_sequence(weights, config, workload));
+  const AlpamayoConfig* alpamayo = config_.alpamayo();
+  FERRY_ASSIGN_OR_RETURN(calls_, call_sequence(weights_, config_, workload_));
 
   // Vision inputs.
-  std::optional<VisionEncoder> vision;
-  HostBuffer pixel_buffer;  // page-locked on CUDA: the upload runs at the link's speed
-  std::span<float> pixels;
   std::vector<int64_t> tokens_per_image;
-  std::vector<std::array<int64_t, 3>> grids;
-  if (workload.num_images > 0) {
-    std::vector<ImageGeometry> geoms(static_cast<size_t>(workload.num_images),
-                                     ImageGeometry{workload.image_height, workload.image_width});
-    FERRY_ASSIGN_OR_RETURN(VisionEncoder enc, VisionEncoder::create(vlm->vision, backend, geoms));
+  if (workload_.num_images > 0) {
+    std::vector<ImageGeometry> geoms(static_cast<size_t>(workload_.num_images),
+                                     ImageGeometry{workload_.image_height, workload_.image_width});
+    FERRY_ASSIGN_OR_RETURN(VisionEncoder enc, VisionEncoder::create(vlm->vision, backend_, geoms));
     tokens_per_image = enc.tokens_per_image();
-    grids = enc.merged_grids();
+    grids_ = enc.merged_grids();
     const int64_t count = pixel_value_count(geoms, vlm->vision);
-    FERRY_ASSIGN_OR_RETURN(pixel_buffer,
-                           backend.allocate_host(static_cast<size_t>(count) * sizeof(float)));
-    pixels = std::span<float>(static_cast<float*>(pixel_buffer.data()), static_cast<size_t>(count));
-    synthetic_pixel_values_into(sub_seed(workload.seed, 3), geoms, vlm->vision, pixels);
-    vision.emplace(std::move(enc));
+    FERRY_ASSIGN_OR_RETURN(pixel_buffer_,
+                           backend_.allocate_host(static_cast<size_t>(count) * sizeof(float)));
+    pixels_ =
+        std::span<float>(static_cast<float*>(pixel_buffer_.data()), static_cast<size_t>(count));
+    synthetic_pixel_values_into(sub_seed(workload_.seed, 3), geoms, vlm->vision, pixels_);
+    vision_.emplace(std::move(enc));
   }
 
   // Prompt and rotary positions.
-  EgoHistory history;
   Prompt prompt;
   if (alpamayo != nullptr) {
-    history = synthetic_history(sub_seed(workload.seed, 4));
-    const auto hist_ids = history_tokens(history);
+    history_ = synthetic_history(sub_seed(workload_.seed, 4));
+    const auto hist_ids = history_tokens(history_);
     FERRY_ASSIGN_OR_RETURN(prompt,
-                           alpamayo_prompt(sub_seed(workload.seed, 1), workload.prompt_tokens,
+                           alpamayo_prompt(sub_seed(workload_.seed, 1), workload_.prompt_tokens,
                                            tokens_per_image, hist_ids, *alpamayo));
   } else {
-    FERRY_ASSIGN_OR_RETURN(prompt, qwen3_vl_prompt(sub_seed(workload.seed, 1),
-                                                   workload.prompt_tokens, tokens_per_image, *vlm));
+    FERRY_ASSIGN_OR_RETURN(prompt,
+                           qwen3_vl_prompt(sub_seed(workload_.seed, 1), workload_.prompt_tokens,
+                                           tokens_per_image, *vlm));
   }
   FERRY_ASSIGN_OR_RETURN(RopePositions positions,
-                         rope_index(prompt.ids, static_cast<int32_t>(vlm->image_token_id), grids));
+                         rope_index(prompt.ids, static_cast<int32_t>(vlm->image_token_id), grids_));
 
   GenerationParams params;
-  params.gen_tokens = workload.gen_tokens;
-  params.decode_steps = decode_steps(config, workload);
-  params.sampling = workload.sampling;
-  params.seed = sub_seed(workload.seed, 2);
-  params.keep_all_logits = options.keep_all_logits;
+  params.gen_tokens = workload_.gen_tokens;
+  params.decode_steps = decode_steps(config_, workload_);
+  params.sampling = workload_.sampling;
+  params.seed = sub_seed(workload_.seed, 2);
+  params.keep_all_logits = options_.keep_all_logits;
   if (alpamayo != nullptr) {
     // ExpertLogitsProcessor masks every <i*> trajectory id (spec §5.1, §7.9).
     params.mask = LogitsMask{alpamayo->traj_token_start_idx,
                              alpamayo->traj_token_start_idx + alpamayo->traj_vocab_size};
     params.final_token = static_cast<int32_t>(alpamayo->traj_future_start_token_id);
   }
-  FERRY_ASSIGN_OR_RETURN(TextGeneration text,
-                         TextGeneration::create(vlm->text, backend, prompt.ids, positions, params));
-  if (vision) {
+  FERRY_ASSIGN_OR_RETURN(
+      TextGeneration text,
+      TextGeneration::create(vlm->text, backend_, prompt.ids, positions, params));
+  text_.emplace(std::move(text));
+  if (vision_) {
     VisualInjection inj;
-    inj.image_embeds = vision->image_embeds();
-    for (int k = 0; k < vision->num_deepstack(); ++k) inj.deepstack.push_back(vision->deepstack(k));
+    inj.image_embeds = vision_->image_embeds();
+    for (int k = 0; k < vision_->num_deepstack(); ++k) {
+      inj.deepstack.push_back(vision_->deepstack(k));
+    }
     inj.rows = prompt.image_rows;
-    text.set_visual(std::move(inj));
+    text_->set_visual(std::move(inj));
   }
-
-  std::optional<ActionExpert> expert;
   if (alpamayo != nullptr) {
     AlpamayoConfig ac = *alpamayo;
-    ac.diffusion.num_inference_steps = workload.flow_steps;
-    FERRY_ASSIGN_OR_RETURN(ActionExpert e, ActionExpert::create(ac, backend));
-    e.begin(sub_seed(workload.seed, 5));
-    expert.emplace(std::move(e));
+    ac.diffusion.num_inference_steps = workload_.flow_steps;
+    FERRY_ASSIGN_OR_RETURN(ActionExpert e, ActionExpert::create(ac, backend_));
+    expert_.emplace(std::move(e));
   }
+  return {};
+}
 
-  auto stream = backend.create_stream();
+Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, GroupProvider& provider,
+                                                  GraphCache* graphs) {
+  const Qwen3VLConfig* vlm = config_.vlm();
+  const AlpamayoConfig* alpamayo = config_.alpamayo();
+  text_->restart();
+  if (expert_) expert_->begin(sub_seed(workload_.seed, 5));
   const auto future_start =
       static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
-  VisionLanguageHandler handler(vision, pixels, text, expert, future_start, options.hash_kv_cache);
-  FERRY_ASSIGN_OR_RETURN(
-      PhaseTimes times, execute(backend, *stream, weights, calls, provider, handler, options.exec));
+  VisionLanguageHandler handler(vision_, pixels_, *text_, expert_, future_start,
+                                options_.hash_kv_cache);
+  FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(backend_, stream, weights_, calls_, provider,
+                                                   handler, options_.exec, graphs));
 
   InferenceResult r;
-  take_text_results(text, r);
+  take_text_results(*text_, r);
   r.times = times;
-  if (options.keep_inputs && vision) {
-    r.pixel_values.assign(pixels.begin(), pixels.end());
+  if (options_.keep_inputs && vision_) {
+    r.pixel_values.assign(pixels_.begin(), pixels_.end());
     r.patch_values = vlm->vision.patch_values();
-    for (const auto& g : grids) {
+    for (const auto& g : grids_) {
       r.image_grids.push_back(
           {g[0], g[1] * vlm->vision.spatial_merge_size, g[2] * vlm->vision.spatial_merge_size});
     }
   }
-  if (expert) {
-    const auto acts = expert->actions();
+  if (expert_) {
+    const auto acts = expert_->actions();
     r.actions.assign(acts.begin(), acts.end());
     r.actions_hash = fnv1a64(r.actions.data(), r.actions.size() * sizeof(float));
     r.expert_offset = handler.expert_offset;
-    if (options.hash_kv_cache) {
+    if (options_.hash_kv_cache) {
       r.kv_hash_before_expert = handler.kv_hash_before_expert;
-      FERRY_ASSIGN_OR_RETURN(r.kv_hash_after_expert, hash_kv_cache(*stream, text.decoder()));
+      FERRY_ASSIGN_OR_RETURN(r.kv_hash_after_expert, hash_kv_cache(stream, text_->decoder()));
     }
-    const Trajectory traj = unicycle_decode(acts, history, alpamayo->action_space);
+    const Trajectory traj = unicycle_decode(acts, history_, alpamayo->action_space);
     r.trajectory_xyz = traj.xyz;
     r.trajectory_yaw = traj.yaw;
   }
   return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelRunner>> create_vision_language_runner(
+    Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+    const Workload& workload, const InferenceOptions& options) {
+  auto runner = std::make_unique<VisionLanguageRunner>(backend, config, weights, workload, options);
+  FERRY_RETURN_IF_ERROR(runner->init());
+  return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 
 }  // namespace ferry

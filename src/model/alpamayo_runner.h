@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/inference.h"
@@ -17,9 +18,12 @@ namespace ferry {
 int64_t first_future_offset(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens,
                             int32_t future_start);
 
-Result<InferenceResult> run_vision_language(Backend& backend, const ModelConfig& config,
-                                            const ModelWeights& weights, GroupProvider& provider,
-                                            const Workload& workload,
-                                            const InferenceOptions& options);
+// Qwen3-VL and Alpamayo-R1 inferences (synthetic pixels, prompt and ego history from the
+// workload's seed).
+Result<std::unique_ptr<ModelRunner>> create_vision_language_runner(Backend& backend,
+                                                                   const ModelConfig& config,
+                                                                   const ModelWeights& weights,
+                                                                   const Workload& workload,
+                                                                   const InferenceOptions& options);
 
 }  // namespace ferry

@@ -1,5 +1,6 @@
 // Qwen3 / Llama name table (transformers Qwen3ForCausalLM, LlamaForCausalLM): one decoder layer,
 // also used by Qwen3-VL's language model and Alpamayo's action expert.
+#include <algorithm>
 #include <string>
 
 #include "model/arch_tables.h"
@@ -46,13 +47,18 @@ Status append_text_model(ModelWeights& w, const TextConfig& t, const std::string
                                          model_prefix + "layers." + n + ".", dtype));
     w.groups.push_back(std::move(g));
   }
-  GroupBuilder head("text.head", GroupKind::lm_head);
-  head.add("norm", model_prefix + "norm.weight", {t.hidden_size});
   // A tied head reads the embedding tensor: the checkpoint has no lm_head.weight.
-  head.add("lm_head", t.tie_word_embeddings ? embed_name : lm_head_name,
-           {t.vocab_size, t.hidden_size});
-  FERRY_ASSIGN_OR_RETURN(WeightGroup hg, std::move(head).finish(dtype));
-  w.groups.push_back(std::move(hg));
+  const std::string head_name = t.tie_word_embeddings ? embed_name : lm_head_name;
+  const LmHeadChunks chunks = lm_head_chunks(t);
+  for (int k = 0; k < chunks.count; ++k) {
+    const int64_t row0 = k * chunks.rows;
+    const int64_t rows = std::min(chunks.rows, t.vocab_size - row0);
+    GroupBuilder head("text.head." + std::to_string(k), GroupKind::lm_head, k);
+    if (k == 0) head.add("norm", model_prefix + "norm.weight", {t.hidden_size});
+    head.add_rows("lm_head", head_name, {t.vocab_size, t.hidden_size}, row0, rows);
+    FERRY_ASSIGN_OR_RETURN(WeightGroup hg, std::move(head).finish(dtype));
+    w.groups.push_back(std::move(hg));
+  }
   return Status();
 }
 

@@ -17,6 +17,9 @@ class GroupBuilder {
  public:
   GroupBuilder(std::string name, GroupKind kind, int layer = -1);
   void add(std::string local_name, std::string checkpoint_name, std::vector<int64_t> shape);
+  // Rows [row0, row0 + rows) of a checkpoint tensor of `shape` (an LM head chunk).
+  void add_rows(std::string local_name, std::string checkpoint_name, std::vector<int64_t> shape,
+                int64_t row0, int64_t rows);
   Result<WeightGroup> finish(DType dtype) &&;
 
  private:
@@ -32,8 +35,10 @@ Result<WeightGroup> decoder_layer(const TextConfig& t, const std::string& group_
                                   GroupKind kind, int layer, const std::string& prefix,
                                   DType dtype);
 
-// "text.embed", "text.layers.N", "text.head" of a decoder whose module lives at `model_prefix`
-// ("model." or "model.language_model."), with the head at `lm_head_name`.
+// "text.embed", "text.layers.N", "text.head.K" of a decoder whose module lives at `model_prefix`
+// ("model." or "model.language_model."), with the head at `lm_head_name`. The head is split
+// along its rows into chunks no larger than a decoder layer (`lm_head_chunks`), so the largest
+// group a slot must hold is a layer, whatever the vocabulary.
 Status append_text_model(ModelWeights& w, const TextConfig& t, const std::string& model_prefix,
                          const std::string& lm_head_name);
 

@@ -47,6 +47,20 @@ class Builder {
     return {};
   }
 
+  // Every group of `kind`, in the weights' order; at least one.
+  Status add_kind(GroupKind kind, Phase phase, int step) {
+    bool any = false;
+    for (size_t i = 0; i < weights_.groups.size(); ++i) {
+      if (weights_.groups[i].kind == kind) {
+        calls_.push_back(Call{static_cast<int>(i), phase, step});
+        any = true;
+      }
+    }
+    if (any) return {};
+    return make_error(ErrorCode::internal, std::string("call sequence: the model has no ") +
+                                               group_kind_name(kind) + " group");
+  }
+
   std::vector<Call> take() { return std::move(calls_); }
 
  private:
@@ -70,7 +84,7 @@ Status add_vision(Builder& b, const VisionConfig& v) {
 Status add_text_step(Builder& b, const TextConfig& t, Phase phase, int step) {
   FERRY_RETURN_IF_ERROR(b.add("text.embed", phase, step));
   FERRY_RETURN_IF_ERROR(b.add_stack("text.layers.", t.num_layers, phase, step));
-  return b.add("text.head", phase, step);
+  return b.add_kind(GroupKind::lm_head, phase, step);  // the head's row chunks, in order
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ bool group_has(const WeightGroup& group, std::string_view name) {
   return group.find(name) != nullptr;
 }
 
-Result<DeviceBuffer> allocate_matrix(Backend& backend, int64_t rows, int64_t cols, DType dtype) {
+Result<DeviceBuffer> allocate_matrix(Backend& backend, int64_t rows, int64_t cols, DType dtype,
+                                     std::string_view purpose) {
   const auto elem = static_cast<int64_t>(dtype_size(dtype));
   if (rows < 0 || cols < 0 || (cols > 0 && rows > std::numeric_limits<int64_t>::max() / cols) ||
       (rows * cols > 0 && rows * cols > std::numeric_limits<int64_t>::max() / elem)) {
@@ -35,7 +36,7 @@ Result<DeviceBuffer> allocate_matrix(Backend& backend, int64_t rows, int64_t col
                                                        " elements is too large");
   }
   const auto bytes = static_cast<size_t>(rows * cols * elem);
-  return backend.allocate(bytes > 0 ? bytes : 256);
+  return backend.allocate(bytes > 0 ? bytes : 256, purpose);
 }
 
 }  // namespace ferry

@@ -21,7 +21,8 @@ bool group_has(const WeightGroup& group, std::string_view name);
 
 // A device buffer for rows × cols elements of `dtype` (at least one alignment unit), with an
 // overflow check on the size.
-Result<DeviceBuffer> allocate_matrix(Backend& backend, int64_t rows, int64_t cols, DType dtype);
+Result<DeviceBuffer> allocate_matrix(Backend& backend, int64_t rows, int64_t cols, DType dtype,
+                                     std::string_view purpose);
 
 // The whole buffer as a contiguous [rows, cols] view.
 inline TensorView buffer_view(const DeviceBuffer& buffer, DType dtype, int64_t rows, int64_t cols) {

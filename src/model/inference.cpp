@@ -5,20 +5,30 @@
 
 namespace ferry {
 
-Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
-                                      const ModelWeights& weights, GroupProvider& provider,
-                                      const Workload& workload, const InferenceOptions& options) {
+Result<std::unique_ptr<ModelRunner>> create_runner(Backend& backend, const ModelConfig& config,
+                                                   const ModelWeights& weights,
+                                                   const Workload& workload,
+                                                   const InferenceOptions& options) {
   FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
   switch (config.arch) {
     case Architecture::qwen3:
     case Architecture::llama:
-      return run_qwen3(backend, config, weights, provider, workload, options);
+      return create_qwen3_runner(backend, config, weights, workload, options);
     case Architecture::qwen3_vl:
     case Architecture::alpamayo_r1:
-      return run_vision_language(backend, config, weights, provider, workload, options);
+      return create_vision_language_runner(backend, config, weights, workload, options);
   }
   return make_error(ErrorCode::unsupported, std::string("run: ") + architecture_name(config.arch) +
                                                 " is not supported yet");
+}
+
+Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
+                                      const ModelWeights& weights, GroupProvider& provider,
+                                      const Workload& workload, const InferenceOptions& options) {
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
+                         create_runner(backend, config, weights, workload, options));
+  auto stream = backend.create_stream();
+  return runner->run(*stream, provider, nullptr);
 }
 
 }  // namespace ferry

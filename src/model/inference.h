@@ -4,11 +4,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/status.h"
 #include "exec/runner.h"
+#include "model/call_sequence.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "model/workload.h"
@@ -48,7 +50,29 @@ struct InferenceResult {
   PhaseTimes times;
 };
 
-// Runs the model's call sequence for the workload on `backend`, weights from `provider`.
+// The model half of a session: every buffer one workload's inference needs (activations, KV
+// cache, page-locked inputs), allocated once by create; run() executes the whole call sequence
+// with them, as often as wanted. The buffers stay put between runs, so calls recorded into graphs
+// by one run are replayed by the next. Each run repeats the same inference (the workload's
+// synthetic inputs and seed) and gives the same bytes.
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  // The call sequence every run executes.
+  virtual const std::vector<Call>& calls() const = 0;
+  // One inference on the compute stream `stream`, weights from `provider`; `graphs` (may be
+  // null) keeps recorded calls across runs.
+  virtual Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
+                                      GraphCache* graphs) = 0;
+};
+
+// The runner for the config's architecture. `weights` must outlive it.
+Result<std::unique_ptr<ModelRunner>> create_runner(Backend& backend, const ModelConfig& config,
+                                                   const ModelWeights& weights,
+                                                   const Workload& workload,
+                                                   const InferenceOptions& options);
+
+// One inference: create_runner, then run once on a stream of its own.
 Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
                                       const ModelWeights& weights, GroupProvider& provider,
                                       const Workload& workload, const InferenceOptions& options);

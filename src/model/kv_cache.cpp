@@ -14,7 +14,7 @@ Result<KvCache> KvCache::create(Backend& backend, int64_t layers, int64_t capaci
   }
   const size_t bytes = 2u * static_cast<size_t>(layers) * static_cast<size_t>(capacity) *
                        static_cast<size_t>(kv_dim) * dtype_size(DType::bf16);
-  FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(bytes));
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(bytes, "kv cache"));
   KvCache c;
   c.buffer_ = std::move(buf);
   c.layers_ = layers;

@@ -1,5 +1,7 @@
 #include "model/qwen3_runner.h"
 
+#include <optional>
+
 #include "model/prompt.h"
 #include "model/rope_index.h"
 #include "model/text_generation.h"
@@ -14,6 +16,9 @@ class TextOnlyHandler : public CallHandler {
   Status run_call(Stream& stream, const Call& call, const WeightGroup& group, void* base) override {
     return gen_.run_call(stream, call, group, base);
   }
+  Status host_step(Stream& stream, const Call& call, const WeightGroup& group) override {
+    return gen_.host_step(stream, call, group);
+  }
   bool replayable(const Call& call, const WeightGroup& group) const override {
     return TextGeneration::replayable(call, group);
   }
@@ -22,11 +27,40 @@ class TextOnlyHandler : public CallHandler {
   TextGeneration& gen_;
 };
 
+class Qwen3Runner final : public ModelRunner {
+ public:
+  Qwen3Runner(const ModelWeights& weights, std::vector<Call> calls, TextGeneration gen,
+              ExecOptions exec)
+      : weights_(weights), calls_(std::move(calls)), gen_(std::move(gen)), exec_(exec) {}
+
+  const std::vector<Call>& calls() const override { return calls_; }
+
+  Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
+                              GraphCache* graphs) override {
+    gen_.restart();
+    TextOnlyHandler handler(gen_);
+    FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(gen_.decoder().backend(), stream, weights_,
+                                                     calls_, provider, handler, exec_, graphs));
+    InferenceResult r;
+    take_text_results(gen_, r);
+    r.times = times;
+    return r;
+  }
+
+ private:
+  const ModelWeights& weights_;
+  std::vector<Call> calls_;
+  TextGeneration gen_;
+  ExecOptions exec_;
+};
+
 }  // namespace
 
-Result<InferenceResult> run_qwen3(Backend& backend, const ModelConfig& config,
-                                  const ModelWeights& weights, GroupProvider& provider,
-                                  const Workload& workload, const InferenceOptions& options) {
+Result<std::unique_ptr<ModelRunner>> create_qwen3_runner(Backend& backend,
+                                                         const ModelConfig& config,
+                                                         const ModelWeights& weights,
+                                                         const Workload& workload,
+                                                         const InferenceOptions& options) {
   FERRY_ASSIGN_OR_RETURN(std::vector<Call> calls, call_sequence(weights, config, workload));
   const TextConfig& text = config.text();
   std::vector<int32_t> prompt =
@@ -41,14 +75,8 @@ Result<InferenceResult> run_qwen3(Backend& backend, const ModelConfig& config,
   params.keep_all_logits = options.keep_all_logits;
   FERRY_ASSIGN_OR_RETURN(TextGeneration gen,
                          TextGeneration::create(text, backend, prompt, positions, params));
-  auto stream = backend.create_stream();
-  TextOnlyHandler handler(gen);
-  FERRY_ASSIGN_OR_RETURN(
-      PhaseTimes times, execute(backend, *stream, weights, calls, provider, handler, options.exec));
-  InferenceResult r;
-  take_text_results(gen, r);
-  r.times = times;
-  return r;
+  return std::unique_ptr<ModelRunner>(
+      std::make_unique<Qwen3Runner>(weights, std::move(calls), std::move(gen), options.exec));
 }
 
 }  // namespace ferry

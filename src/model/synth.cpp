@@ -163,7 +163,7 @@ std::vector<TensorToWrite> synth_tensors(const ModelWeights& weights, uint64_t s
       TensorToWrite t;
       t.name = spec.checkpoint_name;
       t.dtype = spec.dtype;
-      t.shape = spec.shape;
+      t.shape = spec.checkpoint_shape();
       t.fill = [seed, tensor_index, s, init, progress](std::span<std::byte> bytes) {
         const size_t esize = dtype_size(s->dtype);
         // Chunks of 8 MiB: the unit of progress and of the threads below.

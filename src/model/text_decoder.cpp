@@ -87,7 +87,7 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   c.add(&d.act_, DType::bf16, m, config.intermediate_size);
   c.add(&d.head_in_, DType::bf16, 1, config.hidden_size);
   c.add(&d.logits_, DType::bf16, 1, config.vocab_size);
-  FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(c.bytes()));
+  FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(c.bytes(), "text activations"));
   c.bind(d.arena_.data());
   return d;
 }
@@ -289,19 +289,30 @@ bool TextDecoder::mlp_output_pending(int layer) const {
 }
 
 Status TextDecoder::run_head(Stream& stream, const WeightGroup& group, void* base) {
-  FERRY_ASSIGN_OR_RETURN(TensorView norm_w, weight(group, base, "norm"));
+  // One row chunk of the head (model/weights.h: lm_head_chunks): logits [row0, row0 + rows).
   FERRY_ASSIGN_OR_RETURN(TensorView lm_head, weight(group, base, "lm_head"));
-  // The last layer's MLP output completes the residual stream of every row (hidden()); only the
-  // last position's logits are needed.
-  if (mlp_output_pending(static_cast<int>(config_.num_layers) - 1)) {
-    FERRY_RETURN_IF_ERROR(backend_->run(
-        stream, Add{x_.slice_rows(0, step_tokens_), proj_.slice_rows(0, step_tokens_)}));
+  const WeightSpec* spec = group.find("lm_head");
+  const int64_t row0 = spec->source_row0;
+  const int64_t rows = lm_head.rows;
+  if (row0 < 0 || row0 + rows > config_.vocab_size) {
+    return make_error(ErrorCode::internal,
+                      "text decoder: " + group.name + " is outside the vocabulary");
   }
-  const TensorView last = x_.slice_rows(step_tokens_ - 1, 1);
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{last, norm_w, head_in_, config_.hidden_size,
-                                                      static_cast<float>(config_.rms_norm_eps)}));
-  FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{head_in_, lm_head, {}, logits_}));
-  visual_active_ = false;
+  // The first chunk carries the final norm: the last layer's MLP output completes the residual
+  // stream of every row (hidden()), and only the last position's logits are needed.
+  if (group.find("norm") != nullptr) {
+    FERRY_ASSIGN_OR_RETURN(TensorView norm_w, weight(group, base, "norm"));
+    if (mlp_output_pending(static_cast<int>(config_.num_layers) - 1)) {
+      FERRY_RETURN_IF_ERROR(backend_->run(
+          stream, Add{x_.slice_rows(0, step_tokens_), proj_.slice_rows(0, step_tokens_)}));
+    }
+    const TensorView last = x_.slice_rows(step_tokens_ - 1, 1);
+    FERRY_RETURN_IF_ERROR(backend_->run(stream, RmsNorm{last, norm_w, head_in_, config_.hidden_size,
+                                                        static_cast<float>(config_.rms_norm_eps)}));
+  }
+  FERRY_RETURN_IF_ERROR(
+      backend_->run(stream, Linear{head_in_, lm_head, {}, logits_.slice_cols(row0, rows)}));
+  if (row0 + rows == config_.vocab_size) visual_active_ = false;  // the step's last chunk
   return {};
 }
 

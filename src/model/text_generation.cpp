@@ -24,6 +24,16 @@ Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend&
   return TextGeneration(std::move(d), std::move(prompt), std::move(positions), params);
 }
 
+void TextGeneration::restart() {
+  tokens_.clear();
+  prefill_logits_.clear();
+  step_logits_.clear();
+  logits_raw_.clear();
+  prefill_hash_ = 0;
+  rng_ = Rng(params_.seed);
+  decoder_.cache().set_length(0);
+}
+
 Status TextGeneration::begin(Stream& stream, const Call& call) {
   if (call.phase == Phase::prefill) {
     if (decoder_.cache().length() != 0 || !tokens_.empty()) {
@@ -86,12 +96,22 @@ Status TextGeneration::run_call(Stream& stream, const Call& call, const WeightGr
     case GroupKind::decoder_layer:
       return decoder_.run_layer(stream, group.layer, group, base);
     case GroupKind::lm_head:
-      FERRY_RETURN_IF_ERROR(decoder_.run_head(stream, group, base));
-      return finish_step(stream, call);
+      return decoder_.run_head(stream, group, base);
     default:
       return make_error(ErrorCode::internal,
                         "generation: group " + group.name + " is not a text group");
   }
+}
+
+Status TextGeneration::host_step(Stream& stream, const Call& call, const WeightGroup& group) {
+  if (group.kind != GroupKind::lm_head) return {};
+  const WeightSpec* spec = group.find("lm_head");
+  if (spec == nullptr || spec->shape.empty()) {
+    return make_error(ErrorCode::internal, "generation: " + group.name + " has no lm_head");
+  }
+  // Only the chunk that ends the vocabulary completes the logits.
+  if (spec->source_row0 + spec->shape[0] != decoder_.config().vocab_size) return {};
+  return finish_step(stream, call);
 }
 
 void take_text_results(TextGeneration& gen, InferenceResult& r) {

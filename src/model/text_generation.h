@@ -36,9 +36,14 @@ class TextGeneration {
 
   // Image embeddings and deepstack features, injected at prefill.
   void set_visual(VisualInjection visual) { visual_ = std::move(visual); }
+  // Forgets the last inference (tokens, logits, the cache's length, the sampling stream), so the
+  // same buffers serve the next one; the cache bytes are zeroed at the next prefill.
+  void restart();
 
   // Handles a text call (embedding, decoder_layer or lm_head group).
   Status run_call(Stream& stream, const Call& call, const WeightGroup& group, void* base);
+  // After the LM head's last chunk: reads the logits back and picks the next token.
+  Status host_step(Stream& stream, const Call& call, const WeightGroup& group);
   // Decode layers (CallHandler::replayable): their ops read the step's position from the device.
   static bool replayable(const Call& call, const WeightGroup& group) {
     return call.phase == Phase::decode && group.kind == GroupKind::decoder_layer;

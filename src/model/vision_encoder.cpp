@@ -46,6 +46,10 @@ Status VisionEncoder::for_each_buffer(F&& f) {
   FERRY_RETURN_IF_ERROR(f(qkv_, n, 3 * h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(attn_, n, h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(mlp_, n, c.intermediate_size, DType::bf16));
+  // The bf16 pixels the patch embedding reads: in the MLP buffer when it is wide enough (it is
+  // free until the first block), else a buffer of their own.
+  const bool own_pixels = c.intermediate_size < c.patch_values();
+  FERRY_RETURN_IF_ERROR(f(pixels_bf16_, own_pixels ? n : 0, c.patch_values(), DType::bf16));
   FERRY_RETURN_IF_ERROR(f(merger_mid_, t, 4 * h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(embeds_, t, c.out_hidden_size, DType::bf16));
   for (DeviceBuffer& d : deepstack_) {
@@ -110,11 +114,11 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
     e.rope_sin_host_.insert(e.rope_sin_host_.end(), rt.sin.begin(), rt.sin.end());
   }
 
-  FERRY_RETURN_IF_ERROR(
-      e.for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols, DType dtype) -> Status {
-        FERRY_ASSIGN_OR_RETURN(buf, allocate_matrix(backend, rows, cols, dtype));
-        return Status::ok_status();
-      }));
+  FERRY_RETURN_IF_ERROR(e.for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols,
+                                              DType dtype) -> Status {
+    FERRY_ASSIGN_OR_RETURN(buf, allocate_matrix(backend, rows, cols, dtype, "vision activations"));
+    return Status::ok_status();
+  }));
   return e;
 }
 
@@ -190,10 +194,15 @@ Status VisionEncoder::run_patch(Stream& stream, const WeightGroup& group, void* 
   Backend& b = *backend_;
   const TensorView x = hidden();
   const TensorView pe = buffer_view(norm_, DType::bf16, n, h);
-  // Conv3d with kernel == stride is a Linear over the patchified rows; the f32 pixels are rounded
-  // to bf16 by the Linear (spec §3.2.1).
+  // Conv3d with kernel == stride is a Linear over the patchified rows of bf16-rounded pixels
+  // (spec §3.2.1). The rounding is a Cast of its own (the Linear would round the same way) so
+  // that no op needs scratch memory for a copy of all the pixels.
+  const bool own_pixels = c.intermediate_size < c.patch_values();
+  const TensorView px =
+      make_view(own_pixels ? pixels_bf16_.data() : mlp_.data(), DType::bf16, n, c.patch_values());
   FERRY_RETURN_IF_ERROR(
-      b.run(stream, Linear{buffer_view(pixels_, DType::f32, n, c.patch_values()), w, bias, x}));
+      b.run(stream, Cast{buffer_view(pixels_, DType::f32, n, c.patch_values()), px}));
+  FERRY_RETURN_IF_ERROR(b.run(stream, Linear{px, w, bias, x}));
   FERRY_RETURN_IF_ERROR(
       b.run(stream, PosEmbedInterp{table, buffer_view(pos_idx_, DType::i32, n, 4),
                                    buffer_view(pos_weight_, DType::f32, n, 4), pe}));

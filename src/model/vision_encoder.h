@@ -104,6 +104,7 @@ class VisionEncoder {
   DeviceBuffer qkv_;                     // [N, 3H] bf16
   DeviceBuffer attn_;                    // [N, H] bf16
   DeviceBuffer mlp_;                     // [N, intermediate] bf16
+  DeviceBuffer pixels_bf16_;             // [N, patch_values] bf16 when mlp_ is narrower
   DeviceBuffer merger_mid_;              // [T, 4H] bf16: merger fc1 output
   DeviceBuffer embeds_;                  // [T, out_hidden] bf16
   std::vector<DeviceBuffer> deepstack_;  // each [N/4, out_hidden] bf16

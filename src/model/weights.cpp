@@ -1,6 +1,7 @@
 // Weight groups: layout, lookup, the per-architecture dispatch and the binding check.
 #include "model/weights.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -70,6 +71,12 @@ int64_t WeightSpec::numel() const {
   return n;
 }
 
+uint64_t WeightSpec::source_offset() const {
+  if (source_row0 == 0 || shape.empty()) return 0;
+  // bytes / shape[0] is one row's bytes (finish() checked the products).
+  return static_cast<uint64_t>(source_row0) * (bytes / static_cast<uint64_t>(shape[0]));
+}
+
 int64_t WeightGroup::params() const {
   int64_t n = 0;
   for (const auto& t : tensors) n += t.numel();
@@ -95,6 +102,23 @@ TensorView WeightGroup::view(void* base, std::string_view local_name) const {
   return make_view(static_cast<std::byte*>(base) + t->offset, t->dtype, rows, cols);
 }
 
+LmHeadChunks lm_head_chunks(const TextConfig& t) {
+  // Elements, not bytes: every tensor of a model has one dtype. The floor keeps tiny models from
+  // splitting their heads into hundreds of chunks (their layers are a few thousand elements),
+  // while they still split into a few, so the chunked head is exercised everywhere.
+  const int64_t h = t.hidden_size, q = t.num_heads * t.head_dim;
+  const int64_t kv = t.num_kv_heads * t.head_dim, ff = t.intermediate_size;
+  const int64_t layer = std::max(h * (2 * q + 2 * kv) + 3 * h * ff, kLmHeadChunkFloor);
+  const int64_t head = t.vocab_size * h;
+  LmHeadChunks c;
+  if (t.vocab_size <= 0 || h <= 0) return c;
+  c.count = static_cast<int>(std::max<int64_t>(1, (head + layer - 1) / layer));
+  c.rows = (t.vocab_size + c.count - 1) / c.count;
+  c.rows = (c.rows + kLmHeadRowUnit - 1) / kLmHeadRowUnit * kLmHeadRowUnit;
+  c.count = static_cast<int>((t.vocab_size + c.rows - 1) / c.rows);  // rounding may spare one
+  return c;
+}
+
 uint64_t ModelWeights::total_bytes() const {
   uint64_t n = 0;
   for (const auto& g : groups) n += g.bytes;
@@ -102,11 +126,16 @@ uint64_t ModelWeights::total_bytes() const {
 }
 
 int64_t ModelWeights::total_params() const {
+  // Each checkpoint tensor once, whole: a tied head and the chunks of a head count once.
   std::set<std::string_view> seen;
   int64_t n = 0;
   for (const auto& g : groups)
     for (const auto& t : g.tensors)
-      if (seen.insert(t.checkpoint_name).second) n += t.numel();
+      if (seen.insert(t.checkpoint_name).second) {
+        int64_t e = 1;
+        for (int64_t d : t.checkpoint_shape()) e *= d;
+        n += e;
+      }
   return n;
 }
 
@@ -130,6 +159,18 @@ void GroupBuilder::add(std::string local_name, std::string checkpoint_name,
   s.local_name = std::move(local_name);
   s.checkpoint_name = std::move(checkpoint_name);
   s.shape = std::move(shape);
+  group_.tensors.push_back(std::move(s));
+}
+
+void GroupBuilder::add_rows(std::string local_name, std::string checkpoint_name,
+                            std::vector<int64_t> shape, int64_t row0, int64_t rows) {
+  WeightSpec s;
+  s.local_name = std::move(local_name);
+  s.checkpoint_name = std::move(checkpoint_name);
+  s.shape = shape;
+  s.shape[0] = rows;
+  s.source_shape = std::move(shape);
+  s.source_row0 = row0;
   group_.tensors.push_back(std::move(s));
 }
 
@@ -195,10 +236,10 @@ Status bind_tensors(const ModelWeights& weights, const std::vector<TensorMeta>& 
         continue;
       }
       const TensorMeta& t = *it->second;
-      if (t.dtype != spec.dtype || t.shape != spec.shape) {
+      if (t.dtype != spec.dtype || t.shape != spec.checkpoint_shape()) {
         if (mismatched++ < kShow) {
           problems.push_back("tensor " + spec.checkpoint_name + ": expected " +
-                             tensor_string(spec.dtype, spec.shape) + ", got " +
+                             tensor_string(spec.dtype, spec.checkpoint_shape()) + ", got " +
                              tensor_string(t.dtype, t.shape));
         }
       }

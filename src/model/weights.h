@@ -25,7 +25,7 @@ enum class GroupKind {
   vision_block,   // one ViT block
   vision_merger,  // final merger or a deepstack merger
   decoder_layer,  // one LM decoder layer
-  lm_head,        // final norm + LM head
+  lm_head,        // final norm + LM head, or one row chunk of it (norm in chunk 0)
   expert_in,      // action_in_proj
   expert_layer,   // one action-expert decoder layer
   expert_out,     // expert final norm + action_out_proj
@@ -41,14 +41,25 @@ struct WeightSpec {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // inside the group, kGroupAlignment-aligned
   uint64_t bytes = 0;
+  // A row range of a larger checkpoint tensor (an LM head split into streamable chunks): the
+  // checkpoint tensor is `source_shape` (empty: `shape`, the whole tensor) and this spec holds its
+  // rows [source_row0, source_row0 + shape[0]).
+  std::vector<int64_t> source_shape;
+  int64_t source_row0 = 0;
 
   int64_t numel() const;
+  // The shape the checkpoint's tensor has (what binding checks).
+  const std::vector<int64_t>& checkpoint_shape() const {
+    return source_shape.empty() ? shape : source_shape;
+  }
+  // Where this spec's bytes start inside the checkpoint tensor's data.
+  uint64_t source_offset() const;
 };
 
 struct WeightGroup {
-  std::string name;  // "text.layers.3", "vision.blocks.0", "lm_head"
+  std::string name;  // "text.layers.3", "vision.blocks.0", "text.head.0"
   GroupKind kind = GroupKind::decoder_layer;
-  int layer = -1;  // block index for per-layer groups
+  int layer = -1;  // block index for per-layer groups; chunk index for LM head chunks
   std::vector<WeightSpec> tensors;
   uint64_t bytes = 0;  // total, padded
 
@@ -70,6 +81,19 @@ struct ModelWeights {
   int64_t total_params() const;  // a tensor referenced by two groups (tied head) counts once
   const WeightGroup* find(std::string_view group_name) const;
 };
+
+// How the LM head is split along its rows: `count` chunks of `rows` rows (the last may be
+// shorter), each no larger than a decoder layer (counting q, k, v, o and the three MLP
+// matrices) or kLmHeadChunkFloor elements, whichever is larger; rows a multiple of
+// kLmHeadRowUnit. A function of the config alone: every plan, and
+// the all-resident run, computes the logits in the same chunks, so they are bit-identical.
+inline constexpr int64_t kLmHeadRowUnit = 64;
+inline constexpr int64_t kLmHeadChunkFloor = int64_t{2} << 20;
+struct LmHeadChunks {
+  int count = 1;
+  int64_t rows = 0;
+};
+LmHeadChunks lm_head_chunks(const TextConfig& t);
 
 // The architecture's name table: every tensor the model needs, grouped, laid out.
 Result<ModelWeights> describe_weights(const ModelConfig& config);

@@ -75,6 +75,7 @@ Status run(const std::string& ckpt_dir, const std::string& out, uint64_t seed) {
         FERRY_RETURN_IF_ERROR(expert.run_layer(*stream, g.layer, g, base, ctx));
       } else if (g.kind == GroupKind::expert_out) {
         FERRY_RETURN_IF_ERROR(expert.run_out(*stream, step, g, base));
+        FERRY_RETURN_IF_ERROR(expert.finish_step(*stream, step));
         velocities.insert(velocities.end(), expert.last_velocity().begin(),
                           expert.last_velocity().end());
       }

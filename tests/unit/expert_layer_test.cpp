@@ -224,6 +224,7 @@ TEST(ExpertLayer, GroupsMatchFloat64Reference) {
 
   // action_out_proj and the Euler update at step 1.
   ASSERT_TRUE(ex.run_out(s, 1, f.out.group, f.out.base()).ok());
+  ASSERT_TRUE(ex.finish_step(s, 1).ok());
   const Mat nf = rms_norm(r_got, kTok, kH, kH, f.out.get("norm"), 1e-6, true);
   const Mat ob = f.out.get("action_out_proj.bias");
   const Mat vel = linear(nf, kTok, kH, f.out.get("action_out_proj.weight"), 2, &ob);
@@ -249,6 +250,7 @@ TEST(ExpertLayer, NeverWritesTheTextCache) {
           ex->run_layer(s, l, f.layers[l].group, f.layers[l].base(), f.context(10, 3)).ok());
     }
     ASSERT_TRUE(ex->run_out(s, step, f.out.group, f.out.base()).ok());
+    ASSERT_TRUE(ex->finish_step(s, step).ok());
   }
   std::vector<uint16_t> k(f.k_host.size()), v(f.v_host.size());
   f.backend->copy_to_host(s, k.data(), f.k_cache.data(), k.size() * 2);
@@ -271,6 +273,7 @@ std::vector<float> run_all(Fixture& f, uint64_t seed, int64_t offset, int64_t po
                       .ok());
     }
     EXPECT_TRUE(ex->run_out(*f.stream, step, f.out.group, f.out.base()).ok());
+    EXPECT_TRUE(ex->finish_step(*f.stream, step).ok());
   }
   return std::vector<float>(ex->actions().begin(), ex->actions().end());
 }

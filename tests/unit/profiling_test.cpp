@@ -38,7 +38,9 @@ class RecordingBackend final : public Backend {
 
   std::string_view name() const override { return inner_.name(); }
   DeviceInfo info() const override { return inner_.info(); }
-  Result<DeviceBuffer> allocate(size_t n) override { return inner_.allocate(n); }
+  Result<DeviceBuffer> allocate(size_t n, std::string_view purpose = "other") override {
+    return inner_.allocate(n, purpose);
+  }
   std::unique_ptr<Stream> create_stream() override { return inner_.create_stream(); }
   std::unique_ptr<Event> create_event() override { return inner_.create_event(); }
   void copy_to_device(Stream& s, void* d, const void* h, size_t n) override {
@@ -56,6 +58,10 @@ class RecordingBackend final : public Backend {
   void fill_zero(Stream& s, void* d, size_t n) override {
     note("fill_zero", n);
     inner_.fill_zero(s, d, n);
+  }
+  void fill_byte(Stream& s, void* d, uint8_t v, size_t n) override {
+    note("fill_byte", n);
+    inner_.fill_byte(s, d, v, n);
   }
   Status run(Stream& s, const Op& op) override {
     FERRY_RETURN_IF_ERROR(inner_.run(s, op));
@@ -80,6 +86,9 @@ class RecordingBackend final : public Backend {
 
  protected:
   void free(void* data, size_t n) override { DeviceBuffer(&inner_, data, n).reset(); }
+  Result<RawDeviceMemory> device_alloc(size_t) override {
+    return make_error(ErrorCode::internal, "memory comes from the wrapped backend");
+  }
 
  private:
   void note(const std::string& kind, size_t n) {
@@ -93,6 +102,9 @@ class RecordingBackend final : public Backend {
 class RecordingProvider final : public GroupProvider {
  public:
   RecordingProvider(GroupProvider& inner, RecordingBackend& rec) : inner_(inner), rec_(rec) {}
+  Status begin(Stream& stream, std::span<const Call> calls) override {
+    return inner_.begin(stream, calls);
+  }
   Result<void*> acquire(Stream& stream, const Call& call) override {
     rec_.phase = phase_name(call.phase);
     rec_.step = call.step;

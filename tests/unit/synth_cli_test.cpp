@@ -1,7 +1,9 @@
 // ferry synth and ferry inspect end to end (the built binary), and the inspect report logic.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include <set>
 
 #include <cstdio>
 #include <filesystem>
@@ -194,10 +196,15 @@ TEST(InspectReport, TableGroupsAndBindingProblems) {
   ModelConfig c = preset("qwen3-tiny").value();
   ModelWeights w = describe_weights(c).value();
   cli::InspectReport r;
+  std::set<std::string> seen;
   for (const auto& g : w.groups)
-    for (const auto& t : g.tensors)
-      r.tensors.push_back({t.checkpoint_name, t.dtype, t.shape, t.bytes, "f"});
-  r.tensors.pop_back();  // drop lm_head.weight
+    for (const auto& t : g.tensors) {
+      // As the checkpoint lists them: a head chunk's tensor once, whole.
+      if (!seen.insert(t.checkpoint_name).second || t.checkpoint_name == "lm_head.weight") continue;
+      uint64_t bytes = dtype_size(t.dtype);
+      for (int64_t d : t.checkpoint_shape()) bytes *= static_cast<uint64_t>(d);
+      r.tensors.push_back({t.checkpoint_name, t.dtype, t.checkpoint_shape(), bytes, "f"});
+    }
   r.tensors.push_back({"extra.thing.weight", DType::f32, {3}, 12, "f"});
   cli::group_report(r, &c);
   EXPECT_EQ(r.architecture, "qwen3");
@@ -220,6 +227,14 @@ TEST(SizeArg, Units) {
   EXPECT_FALSE(cli::parse_size("-5GB").ok());
   EXPECT_FALSE(cli::parse_size("99999999999999999999").ok());
   EXPECT_FALSE(cli::parse_size("20000000000TB").ok());
+  // Fractions, as people write budgets.
+  EXPECT_EQ(cli::parse_size("2.5GiB").value(), (5ull << 30) / 2);
+  EXPECT_EQ(cli::parse_size("1.25GB").value(), 1'250'000'000ull);
+  EXPECT_EQ(cli::parse_size("0.5KiB").value(), 512ull);
+  EXPECT_FALSE(cli::parse_size("2.GiB").ok());
+  EXPECT_FALSE(cli::parse_size("2.5.1GiB").ok());
+  EXPECT_FALSE(cli::parse_size(".5GiB").ok());
+  EXPECT_FALSE(cli::parse_size("0.0GB").ok());
 }
 
 }  // namespace

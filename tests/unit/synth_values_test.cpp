@@ -88,7 +88,7 @@ TEST(SynthValues, InitPerRole) {
   };
   EXPECT_TRUE(init_of("text.layers.0", "input_layernorm").ones);
   EXPECT_TRUE(init_of("text.layers.0", "q_norm").ones);
-  EXPECT_TRUE(init_of("text.head", "norm").ones);
+  EXPECT_TRUE(init_of("text.head.0", "norm").ones);
   EXPECT_TRUE(init_of("vision.blocks.1", "norm1.weight").ones);
   EXPECT_TRUE(init_of("expert.in", "trunk.2.weight").ones);
   EXPECT_FLOAT_EQ(init_of("vision.blocks.1", "qkv.bias").std, 0.01f);
@@ -97,7 +97,7 @@ TEST(SynthValues, InitPerRole) {
   EXPECT_FLOAT_EQ(init_of("vision.patch", "pos_embed").std, 0.02f);
   // The patch conv [32, 3, 2, 16, 16] has fan_in 1536.
   EXPECT_FLOAT_EQ(init_of("vision.patch", "proj.weight").std, 1.0f / std::sqrt(1536.0f));
-  EXPECT_FLOAT_EQ(init_of("text.head", "lm_head").std, 1.0f / 8.0f);
+  EXPECT_FLOAT_EQ(init_of("text.head.0", "lm_head").std, 1.0f / 8.0f);
 
   const WeightGroup* g = w.find("text.layers.0");
   const WeightSpec* norm = g->find("input_layernorm");

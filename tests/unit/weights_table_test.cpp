@@ -50,10 +50,12 @@ TEST(WeightsTable, Qwen3_8BParameterCount) {
   // Qwen3-8B: 8.19B parameters (model card), untied embedding and head.
   EXPECT_EQ(w.total_params(), 2 * 151'936LL * 4096 + 36LL * 192'946'432 + 4096);
   EXPECT_NEAR(static_cast<double>(w.total_params()), 8.19e9, 0.005e9);
-  ASSERT_EQ(w.groups.size(), 38u);
+  // embed, 36 layers, the head in 4 row chunks (each no larger than a layer).
+  ASSERT_EQ(w.groups.size(), 41u);
   EXPECT_EQ(w.groups.front().name, "text.embed");
   EXPECT_EQ(w.groups[1].name, "text.layers.0");
-  EXPECT_EQ(w.groups.back().name, "text.head");
+  EXPECT_EQ(w.groups[37].name, "text.head.0");
+  EXPECT_EQ(w.groups.back().name, "text.head.3");
   EXPECT_EQ(w.groups.back().find("lm_head")->checkpoint_name, "lm_head.weight");
 }
 
@@ -71,12 +73,12 @@ TEST(WeightsTable, GroupsAreInExecutionOrderWithDeepstackAfterItsBlock) {
   EXPECT_EQ(at("vision.merger"), at("vision.blocks.26") + 1);
   EXPECT_EQ(at("text.embed"), at("vision.merger") + 1);
   EXPECT_EQ(at("text.layers.0"), at("text.embed") + 1);
-  EXPECT_EQ(at("text.head"), at("text.layers.35") + 1);
-  EXPECT_EQ(at("expert.in"), at("text.head") + 1);
+  EXPECT_EQ(at("text.head.0"), at("text.layers.35") + 1);
+  EXPECT_EQ(at("expert.in"), at("text.head.3") + 1);
   EXPECT_EQ(at("expert.layers.0"), at("expert.in") + 1);
   EXPECT_EQ(at("expert.out"), at("expert.layers.35") + 1);
   EXPECT_EQ(names.back(), "expert.out");
-  EXPECT_EQ(names.size(), 1u + 27 + 3 + 1 + 1 + 36 + 1 + 1 + 36 + 1);
+  EXPECT_EQ(names.size(), 1u + 27 + 3 + 1 + 1 + 36 + 4 + 1 + 36 + 1);
   std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size());
 }
@@ -141,7 +143,7 @@ TEST(WeightsTable, VisionAndExpertGroupNames) {
             "vlm.model.visual.deepstack_merger_list.2.linear_fc1.weight");
   EXPECT_EQ(ds->find("fc2.weight")->shape, (std::vector<int64_t>{4096, 4608}));
 
-  const WeightGroup* head = w.find("text.head");
+  const WeightGroup* head = w.find("text.head.0");
   EXPECT_EQ(head->find("lm_head")->checkpoint_name, "vlm.lm_head.weight");
   EXPECT_EQ(head->find("norm")->checkpoint_name, "vlm.model.language_model.norm.weight");
   EXPECT_EQ(w.find("text.embed")->find("embed_tokens")->checkpoint_name,
@@ -220,7 +222,7 @@ TEST(WeightsTable, TiedHeadReadsTheEmbedding) {
   std::get<TextConfig>(c.body).tie_word_embeddings = true;
   auto w = describe_weights(c);
   ASSERT_TRUE(w.ok());
-  EXPECT_EQ(w->find("text.head")->find("lm_head")->checkpoint_name, "model.embed_tokens.weight");
+  EXPECT_EQ(w->find("text.head.0")->find("lm_head")->checkpoint_name, "model.embed_tokens.weight");
   // The tied tensor counts once.
   ModelWeights untied = describe("qwen3-tiny");
   EXPECT_EQ(untied.total_params() - w->total_params(), 151'936LL * 64);
@@ -236,8 +238,11 @@ TEST(WeightsTable, TiedHeadReadsTheEmbedding) {
 
 std::vector<TensorMeta> metas_of(const ModelWeights& w) {
   std::vector<TensorMeta> metas;
+  std::set<std::string> seen;  // as a checkpoint lists them: each tensor once, whole
   for (const auto& g : w.groups)
-    for (const auto& t : g.tensors) metas.push_back({t.checkpoint_name, t.dtype, t.shape});
+    for (const auto& t : g.tensors)
+      if (seen.insert(t.checkpoint_name).second)
+        metas.push_back({t.checkpoint_name, t.dtype, t.checkpoint_shape()});
   return metas;
 }
 
@@ -290,6 +295,54 @@ TEST(WeightsBind, ManyProblemsAreSummarized) {
   ASSERT_FALSE(s.ok());
   // 1 + 4 x 11 + 2 tensors missing: five named, the rest counted.
   EXPECT_NE(s.error().message.find("42 more missing"), std::string::npos) << s.error().message;
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// The LM head's row chunks cover the vocabulary exactly once, in order, each no larger than a
+// decoder layer (or the floor), rows a multiple of the unit; chunk 0 alone carries the norm.
+TEST(WeightsTable, LmHeadChunksCoverTheVocabularyAndFitALayer) {
+  for (const char* name : {"alpamayo-r1-10b", "qwen3-8b", "qwen3-tiny", "alpamayo-tiny"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig c = preset(name).value();
+    const ModelWeights w = describe_weights(c).value();
+    const TextConfig& t = c.text();
+    uint64_t layer_bytes = 0;
+    std::vector<const WeightGroup*> chunks;
+    for (const auto& g : w.groups) {
+      if (g.kind == GroupKind::decoder_layer) layer_bytes = std::max(layer_bytes, g.bytes);
+      if (g.kind == GroupKind::lm_head) chunks.push_back(&g);
+    }
+    ASSERT_FALSE(chunks.empty());
+    EXPECT_EQ(static_cast<int>(chunks.size()), lm_head_chunks(t).count);
+    int64_t next_row = 0;
+    for (size_t k = 0; k < chunks.size(); ++k) {
+      const WeightGroup& g = *chunks[k];
+      EXPECT_EQ(g.name, "text.head." + std::to_string(k));
+      EXPECT_EQ(g.layer, static_cast<int>(k));
+      EXPECT_EQ(g.find("norm") != nullptr, k == 0);
+      const WeightSpec* s = g.find("lm_head");
+      ASSERT_NE(s, nullptr);
+      EXPECT_EQ(s->source_row0, next_row);
+      EXPECT_EQ(s->checkpoint_shape(), (std::vector<int64_t>{t.vocab_size, t.hidden_size}));
+      EXPECT_EQ(s->source_offset(), static_cast<uint64_t>(next_row * t.hidden_size * 2));
+      if (k + 1 < chunks.size()) {
+        EXPECT_EQ(s->shape[0] % kLmHeadRowUnit, 0);
+      }
+      next_row += s->shape[0];
+      EXPECT_LE(g.bytes, std::max<uint64_t>(layer_bytes, kLmHeadChunkFloor * 2 + 65536));
+    }
+    EXPECT_EQ(next_row, t.vocab_size);
+  }
+  // The real model: four chunks of 38976 rows (the last 38769), each ~319 MB < a 386 MB layer.
+  const ModelWeights ar = describe_weights(preset("alpamayo-r1-10b").value()).value();
+  EXPECT_EQ(ar.find("text.head.0")->find("lm_head")->shape[0], 38976);
+  EXPECT_EQ(ar.find("text.head.3")->find("lm_head")->shape[0], 155697 - 3 * 38976);
+  EXPECT_EQ(ar.find("text.head.4"), nullptr);
 }
 
 }  // namespace

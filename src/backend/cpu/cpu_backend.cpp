@@ -74,7 +74,7 @@ class CpuBackend final : public Backend {
     return info;
   }
 
-  Result<DeviceBuffer> allocate(size_t bytes) override {
+  Result<RawDeviceMemory> device_alloc(size_t bytes) override {
     // More than the machine's memory cannot be device memory; refusing it up front also keeps
     // sanitizer allocators (which abort on absurd sizes) out of the way.
     const size_t physical = physical_memory_bytes();
@@ -90,7 +90,7 @@ class CpuBackend final : public Backend {
       return make_error(ErrorCode::out_of_memory,
                         "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     }
-    return DeviceBuffer(this, p, bytes);
+    return RawDeviceMemory{p, [](void* q) { std::free(q); }};
   }
 
   std::unique_ptr<Stream> create_stream() override {
@@ -111,6 +111,13 @@ class CpuBackend final : public Backend {
   }
   void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) override {
     enqueue_copy(stream, dst, src, bytes);
+  }
+
+  void fill_byte(Stream& stream, void* dst, uint8_t value, size_t bytes) override {
+    as_cpu(stream).enqueue([dst, value, bytes] {
+      if (bytes > 0) std::memset(dst, value, bytes);
+      return Status();
+    });
   }
 
   void fill_zero(Stream& stream, void* dst, size_t bytes) override {
@@ -191,9 +198,6 @@ class CpuBackend final : public Backend {
     state->cv.wait(lock, [&] { return state->completed >= target; });
     return Status();
   }
-
- protected:
-  void free(void* data, size_t) override { std::free(data); }
 
  private:
   void enqueue_copy(Stream& stream, void* dst, const void* src, size_t bytes) {

@@ -93,7 +93,7 @@ Status run_argmax(const OpContext& ctx, const Argmax& op) {
   const size_t parts = static_cast<size_t>(rows * chunks);
   FERRY_ASSIGN_OR_RETURN(
       StreamScratch scratch,
-      StreamScratch::allocate(parts * (sizeof(float) + sizeof(int64_t)), ctx.stream));
+      take_scratch(ctx, parts * (sizeof(float) + sizeof(int64_t))));
   auto* part_i = static_cast<int64_t*>(scratch.get());
   auto* part_v = reinterpret_cast<float*>(part_i + parts);
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));

@@ -414,7 +414,7 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
   const int64_t prow = seq * op.num_heads;
   if (splits > 1) {
     const size_t bytes = static_cast<size_t>(splits * prow) * (static_cast<size_t>(d_head) + 2) * 4;
-    FERRY_ASSIGN_OR_RETURN(scratch, StreamScratch::allocate(bytes, ctx.stream));
+    FERRY_ASSIGN_OR_RETURN(scratch, take_scratch(ctx, bytes));
     p.part_acc = static_cast<float*>(scratch.get());
     p.part_ml = p.part_acc + splits * prow * d_head;
   }

@@ -549,7 +549,7 @@ Status run_attention_decode(const OpContext& ctx, const Attention& op, int split
   if (splits > 1) {
     const size_t bytes =
         static_cast<size_t>(splits * prow) * (static_cast<size_t>(op.head_dim) + 2) * 4;
-    FERRY_ASSIGN_OR_RETURN(scratch, StreamScratch::allocate(bytes, ctx.stream));
+    FERRY_ASSIGN_OR_RETURN(scratch, take_scratch(ctx, bytes));
     p.part_acc = static_cast<float*>(scratch.get());
     p.part_ml = p.part_acc + splits * prow * op.head_dim;
     if (reinterpret_cast<uintptr_t>(p.part_acc) % 16 != 0) {

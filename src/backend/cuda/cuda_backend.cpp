@@ -13,15 +13,20 @@
 #include "backend/cuda/cuda_resources.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/nvml_probe.h"
 #include "backend/cuda/op_context.h"
 
 namespace ferry {
 namespace cuda {
 namespace {
 
-// cuBLASLt workspace per stream (streams running GEMMs concurrently must not share one). 32 MiB
-// is what cuBLAS recommends for Hopper.
+// cuBLASLt workspace per compute stream (streams running GEMMs concurrently must not share one).
+// 32 MiB is what cuBLAS recommends for Hopper. The size is fixed whatever the budget: cuBLASLt
+// picks algorithms by the workspace it is given, and results must not depend on the budget.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+// Op scratch per compute stream (attention split partials, f32 -> bf16 linear inputs, argmax
+// partials): the largest need of the reference workloads is a few MiB.
+constexpr size_t kScratchBytes = size_t{16} << 20;
 constexpr uint64_t kPoolRetainBytes = uint64_t{64} << 20;
 
 CudaStream& as_cuda(Stream& s) {
@@ -43,6 +48,18 @@ class CudaGraph final : public Graph {
   UniqueGraphExec exec_;
 };
 
+// A host range registered with cudaHostRegister, unregistered when destroyed.
+class CudaHostRegistration final : public HostRegistration {
+ public:
+  explicit CudaHostRegistration(void* p) : p_(p) {}
+  ~CudaHostRegistration() override { (void)cudaHostUnregister(p_); }
+  CudaHostRegistration(const CudaHostRegistration&) = delete;
+  CudaHostRegistration& operator=(const CudaHostRegistration&) = delete;
+
+ private:
+  void* p_;
+};
+
 // Host copies, events and synchronization are kept out of recordings (the CPU backend refuses
 // them too, so a model that records one fails on every machine, not only on a GPU).
 bool refuse_while_capturing(CudaStream& s, std::string_view what) {
@@ -54,8 +71,23 @@ bool refuse_while_capturing(CudaStream& s, std::string_view what) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaDeviceProp prop, UniqueLtHandle lt)
-      : device_(device), prop_(prop), lt_(std::move(lt)) {}
+  CudaBackend(int device, cudaDeviceProp prop, UniqueLtHandle lt, std::unique_ptr<NvmlProbe> probe)
+      : device_(device), prop_(prop), lt_(std::move(lt)), probe_(std::move(probe)) {}
+
+  std::optional<uint64_t> driver_device_bytes() const override {
+    if (probe_) return probe_->process_bytes();
+    // Without NVML: the device's used memory (every process's).
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::nullopt;
+    }
+    return static_cast<uint64_t>(total - free);
+  }
+  std::string driver_device_bytes_method() const override {
+    return probe_ ? probe_->method() : "cudaMemGetInfo (the whole device, NVML not found)";
+  }
+  uint64_t compute_stream_bytes() const override { return kWorkspaceBytes + kScratchBytes; }
 
   std::string_view name() const override { return "cuda"; }
 
@@ -66,8 +98,7 @@ class CudaBackend final : public Backend {
     return i;
   }
 
-  Result<DeviceBuffer> allocate(size_t bytes) override {
-    if (bytes == 0) return DeviceBuffer();
+  Result<RawDeviceMemory> device_alloc(size_t bytes) override {
     void* p = nullptr;
     const cudaError_t err = cudaMalloc(&p, bytes);
     if (err != cudaSuccess) {
@@ -77,7 +108,38 @@ class CudaBackend final : public Backend {
           "cuda: cannot allocate " + std::to_string(bytes) +
               " bytes of device memory: " + cudaGetErrorString(err));
     }
-    return DeviceBuffer(this, p, bytes);
+    return RawDeviceMemory{p, [](void* q) { (void)cudaFree(q); }};
+  }
+
+  // cudaHostRegisterReadOnly is what a read-only file mapping accepts (default flags are refused
+  // for file mappings); the DMA engines then read the page cache at the link's full speed.
+  HostRegistrationResult register_host(const void* data, size_t bytes) override {
+    HostRegistrationResult r;
+    if (bytes == 0) {
+      r.registered = true;
+      r.how = "nothing to register";
+      return r;
+    }
+    void* p = const_cast<void*>(data);  // registration does not write; ReadOnly says so
+    const cudaError_t err = cudaHostRegister(p, bytes, cudaHostRegisterReadOnly);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.how = std::string("cudaHostRegister(ReadOnly) refused: ") + cudaGetErrorString(err);
+      return r;
+    }
+    r.handle = std::make_unique<CudaHostRegistration>(p);
+    r.registered = true;
+    // With unified addressing a kernel reads registered memory at its host address (the
+    // in-place "map" path); the attribute says whether this device may.
+    int in_place = 0;
+    if (cudaDeviceGetAttribute(&in_place, cudaDevAttrCanUseHostPointerForRegisteredMem, device_) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      in_place = 0;
+    }
+    r.readable_in_place = in_place != 0;
+    r.how = "registered read-only (cudaHostRegister)";
+    return r;
   }
 
   // Page-locked, so that copies run at the link's speed (a pageable copy of the 71 MB of pixels
@@ -95,13 +157,37 @@ class CudaBackend final : public Backend {
     return HostBuffer(this, p, bytes);
   }
 
+  // A compute stream takes its workspace and scratch from allocate(), so under a reservation
+  // they count against the budget. Failing to get them is an error on the stream: cuBLASLt would
+  // run without a workspace, but with other algorithms, and results must not depend on memory.
   std::unique_ptr<Stream> create_stream() override {
     auto s = make_stream();
-    if (!s.ok()) return std::make_unique<CudaStream>(UniqueStream(), DeviceMemory(), s.status());
-    auto ws = DeviceMemory::allocate(kWorkspaceBytes);
-    // Without a workspace cuBLASLt still runs (fewer algorithms); keep the stream usable.
-    return std::make_unique<CudaStream>(std::move(s).value(),
-                                        ws.ok() ? std::move(ws).value() : DeviceMemory(), Status());
+    if (!s.ok()) {
+      return std::make_unique<CudaStream>(UniqueStream(), DeviceBuffer(), DeviceBuffer(),
+                                          s.status());
+    }
+    auto ws = allocate(kWorkspaceBytes, "cuBLASLt workspace");
+    if (!ws.ok()) {
+      return std::make_unique<CudaStream>(std::move(s).value(), DeviceBuffer(), DeviceBuffer(),
+                                          ws.status());
+    }
+    auto scratch = allocate(kScratchBytes, "op scratch");
+    if (!scratch.ok()) {
+      return std::make_unique<CudaStream>(std::move(s).value(), DeviceBuffer(), DeviceBuffer(),
+                                          scratch.status());
+    }
+    return std::make_unique<CudaStream>(std::move(s).value(), std::move(ws).value(),
+                                        std::move(scratch).value(), Status());
+  }
+
+  std::unique_ptr<Stream> create_copy_stream() override {
+    auto s = make_stream();
+    if (!s.ok()) {
+      return std::make_unique<CudaStream>(UniqueStream(), DeviceBuffer(), DeviceBuffer(),
+                                          s.status());
+    }
+    return std::make_unique<CudaStream>(std::move(s).value(), DeviceBuffer(), DeviceBuffer(),
+                                        Status());
   }
 
   std::unique_ptr<Event> create_event() override {
@@ -133,6 +219,12 @@ class CudaBackend final : public Backend {
         FERRY_CUDA_STATUS(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s.handle())));
   }
 
+  void fill_byte(Stream& stream, void* dst, uint8_t value, size_t bytes) override {
+    auto& s = as_cuda(stream);
+    if (bytes == 0 || !s.error().ok()) return;
+    s.note(FERRY_CUDA_STATUS(cudaMemsetAsync(dst, value, bytes, s.handle())));
+  }
+
   void fill_zero(Stream& stream, void* dst, size_t bytes) override {
     auto& s = as_cuda(stream);
     if (bytes == 0 || !s.error().ok()) return;
@@ -150,6 +242,7 @@ class CudaBackend final : public Backend {
     ctx.workspace = s.workspace();
     ctx.workspace_bytes = s.workspace_bytes();
     ctx.algo_cache = &algo_cache_;
+    ctx.scratch = &s.scratch();
     return run_cuda_op(ctx, op);
   }
 
@@ -228,7 +321,6 @@ class CudaBackend final : public Backend {
   }
 
  protected:
-  void free(void* data, size_t) override { (void)cudaFree(data); }
   void free_host(void* data, size_t) override { (void)cudaFreeHost(data); }
 
  private:
@@ -236,6 +328,7 @@ class CudaBackend final : public Backend {
   cudaDeviceProp prop_{};
   UniqueLtHandle lt_;
   LinearAlgoCache algo_cache_;
+  std::unique_ptr<NvmlProbe> probe_;  // may be null
 };
 
 bool cuda_available() {
@@ -252,11 +345,21 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
     return make_error(ErrorCode::unsupported, "cuda: no CUDA device is visible");
   }
   const int device = 0;
+  // The outside view of device memory, opened before this process has a context on the device
+  // so that its baseline is what others use.
+  char bus_id[32] = {};
+  std::unique_ptr<NvmlProbe> probe;
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) == cudaSuccess) {
+    probe = NvmlProbe::open(bus_id);
+  } else {
+    (void)cudaGetLastError();
+  }
   FERRY_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  // Op scratch (attention split partials, f32->bf16 inputs of linear) comes from the device's
-  // default memory pool in stream order. Keep up to kPoolRetainBytes cached across
+  // Ops run through the backend take scratch from their stream's ScratchStack. Kernels launched on
+  // a bare stream (op tests, micro-benchmarks) take it from the device's default memory pool in
+  // stream order instead; for them, keep up to kPoolRetainBytes cached across
   // synchronizations: with the default threshold of 0 every sync returns the memory to the
   // driver and the next cudaMallocAsync maps it again (~100 us measured on the H200).
   cudaMemPool_t pool = nullptr;
@@ -264,7 +367,8 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
   uint64_t retain = kPoolRetainBytes;
   FERRY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &retain));
   FERRY_ASSIGN_OR_RETURN(UniqueLtHandle lt, make_lt_handle());
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, prop, std::move(lt)));
+  return std::unique_ptr<Backend>(
+      std::make_unique<CudaBackend>(device, prop, std::move(lt), std::move(probe)));
 }
 
 }  // namespace

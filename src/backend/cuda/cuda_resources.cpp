@@ -96,9 +96,45 @@ Result<StreamScratch> StreamScratch::allocate(size_t bytes, cudaStream_t stream)
   return s;
 }
 
+Result<StreamScratch> StreamScratch::from_stack(ScratchStack& stack, size_t bytes) {
+  StreamScratch s;
+  if (bytes == 0) return s;
+  FERRY_ASSIGN_OR_RETURN(s.offset_, stack.push(bytes));
+  s.stack_ = &stack;
+  s.p_ = stack.at(s.offset_);
+  return s;
+}
+
 void StreamScratch::reset() {
-  if (p_ != nullptr) (void)cudaFreeAsync(p_, stream_);
+  if (p_ != nullptr) {
+    if (stack_ != nullptr) {
+      stack_->pop(offset_);
+    } else {
+      (void)cudaFreeAsync(p_, stream_);
+    }
+  }
   p_ = nullptr;
+  stack_ = nullptr;
+}
+
+Result<size_t> ScratchStack::push(size_t bytes) {
+  constexpr size_t kAlign = 256;
+  const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (need > capacity_ - top_) {
+    return make_error(ErrorCode::internal,
+                      "cuda: an op needs " + std::to_string(need) + " bytes of scratch with " +
+                          std::to_string(top_) + " in use; the stream has " +
+                          std::to_string(capacity_) + " (the scratch reserve is too small)");
+  }
+  const size_t offset = top_;
+  top_ += need;
+  if (top_ > high_water_) high_water_ = top_;
+  return offset;
+}
+
+void ScratchStack::pop(size_t offset) {
+  FERRY_CHECK(offset < top_, "scratch blocks must be released in reverse order");
+  top_ = offset;
 }
 
 }  // namespace ferry::cuda

@@ -104,19 +104,49 @@ class DeviceMemory {
   size_t bytes_ = 0;
 };
 
-// Stream-ordered scratch memory (cudaMallocAsync / cudaFreeAsync on one stream): freed in stream
-// order when the owner goes out of scope, so work enqueued before the free may still use it.
+// Op scratch of one compute stream: a stack over a buffer the stream owns (carved from the
+// backend's device budget). Ops on one stream run in order, so a block released once its op is
+// enqueued can serve the next op, and a recorded graph keeps pointing at the same bytes.
+class ScratchStack {
+ public:
+  ScratchStack() = default;
+  ScratchStack(void* base, size_t bytes) : base_(static_cast<char*>(base)), capacity_(bytes) {}
+
+  // The offset of a block of `bytes` on top, or an error naming both sizes when it does not fit.
+  Result<size_t> push(size_t bytes);
+  // Releases the top block (blocks are released in the reverse order of push).
+  void pop(size_t offset);
+  void* at(size_t offset) const { return base_ + offset; }
+  size_t capacity() const { return capacity_; }
+  size_t high_water() const { return high_water_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t capacity_ = 0;
+  size_t top_ = 0;
+  size_t high_water_ = 0;
+};
+
+// Scratch for one op: a block of the stream's ScratchStack when the op runs through the backend,
+// else (tests and benches that launch kernels on a bare stream) stream-ordered memory from the
+// device's default pool, freed in stream order. Released when it goes out of scope.
 class StreamScratch {
  public:
   StreamScratch() = default;
   static Result<StreamScratch> allocate(size_t bytes, cudaStream_t stream);
+  static Result<StreamScratch> from_stack(ScratchStack& stack, size_t bytes);
   StreamScratch(StreamScratch&& o) noexcept
-      : p_(std::exchange(o.p_, nullptr)), stream_(o.stream_) {}
+      : p_(std::exchange(o.p_, nullptr)),
+        stream_(o.stream_),
+        stack_(std::exchange(o.stack_, nullptr)),
+        offset_(o.offset_) {}
   StreamScratch& operator=(StreamScratch&& o) noexcept {
     if (this != &o) {
       reset();
       p_ = std::exchange(o.p_, nullptr);
       stream_ = o.stream_;
+      stack_ = std::exchange(o.stack_, nullptr);
+      offset_ = o.offset_;
     }
     return *this;
   }
@@ -130,6 +160,8 @@ class StreamScratch {
  private:
   void* p_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  ScratchStack* stack_ = nullptr;
+  size_t offset_ = 0;
 };
 
 }  // namespace ferry::cuda

@@ -11,14 +11,18 @@ namespace ferry::cuda {
 
 class CudaStream final : public Stream {
  public:
-  CudaStream(UniqueStream stream, DeviceMemory workspace, Status init_error)
+  // workspace: cuBLASLt's; scratch: the ops' (both empty on a copy stream).
+  CudaStream(UniqueStream stream, DeviceBuffer workspace, DeviceBuffer scratch, Status init_error)
       : stream_(std::move(stream)),
         workspace_(std::move(workspace)),
+        scratch_buffer_(std::move(scratch)),
+        scratch_(scratch_buffer_.data(), scratch_buffer_.bytes()),
         error_(std::move(init_error)) {}
 
   cudaStream_t handle() const { return stream_.get(); }
-  void* workspace() const { return workspace_.get(); }
+  void* workspace() const { return workspace_.data(); }
   size_t workspace_bytes() const { return workspace_.bytes(); }
+  ScratchStack& scratch() { return scratch_; }
 
   // Keeps the first error seen on this stream (from enqueue calls that return void); synchronize
   // reports it and clears it.
@@ -38,7 +42,9 @@ class CudaStream final : public Stream {
 
  private:
   UniqueStream stream_;
-  DeviceMemory workspace_;
+  DeviceBuffer workspace_;
+  DeviceBuffer scratch_buffer_;
+  ScratchStack scratch_;
   Status error_;
   bool capturing_ = false;
 };

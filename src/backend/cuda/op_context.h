@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "backend/cuda/cuda_resources.h"
 #include "backend/ops.h"
 #include "core/status.h"
 
@@ -20,7 +21,14 @@ struct OpContext {
   void* workspace = nullptr;  // cuBLASLt workspace owned by the stream
   size_t workspace_bytes = 0;
   LinearAlgoCache* algo_cache = nullptr;
+  ScratchStack* scratch = nullptr;  // the stream's op scratch (null: the default memory pool)
 };
+
+// `bytes` of scratch for the op being enqueued on ctx.stream, released in stream order.
+inline Result<StreamScratch> take_scratch(const OpContext& ctx, size_t bytes) {
+  if (ctx.scratch != nullptr) return StreamScratch::from_stack(*ctx.scratch, bytes);
+  return StreamScratch::allocate(bytes, ctx.stream);
+}
 
 // CUDA-specific limits on top of ferry::validate (e.g. attention head_dim <= 128).
 Status check_cuda_limits(const Op& op);

@@ -1,0 +1,195 @@
+#include "cli/session_args.h"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "cli/size_arg.h"
+#include "core/units.h"
+
+namespace ferry::cli {
+
+namespace {
+
+Error bad(const std::string& msg) {
+  return make_error(ErrorCode::invalid_argument, msg);
+}
+
+bool all_digits(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// "0,3,7,vision.merger" -> text layer groups for the numbers, names as given.
+Result<std::vector<std::string>> resident_names(const std::string& list) {
+  std::vector<std::string> names;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) return bad("--resident: an empty item in '" + list + "'");
+    if (all_digits(item)) {
+      if (item.size() > 6) return bad("--resident: layer index " + item + " is out of range");
+      names.push_back("text.layers." + std::to_string(std::stoi(item)));
+    } else {
+      names.push_back(item);
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+void add_session_options(CLI::App* cmd, SessionArgs* a) {
+  cmd->add_option("--vram", a->vram,
+                  "Device memory budget for everything ferry takes (e.g. 8GiB, 15GiB, 2500MB); "
+                  "weights that do not fit are streamed");
+  cmd->add_option("--mode", a->mode,
+                  "How streamed groups arrive: pipelined (a ring of slots, copies ahead of "
+                  "compute; default) or sequential (copy, then run)")
+      ->capture_default_str();
+  cmd->add_option("--slots", a->slots, "Slots of the pipelined ring")->capture_default_str();
+  cmd->add_option("--resident", a->resident,
+                  "Exactly these groups resident, the rest streamed: text layer indexes and group "
+                  "names as `ferry inspect` prints them (0,3,7,text.head.0); 'none' for none");
+  cmd->add_option("--resident-count", a->resident_count,
+                  "K text layers resident at the paper's interleaved positions (Eq. 8), plus the "
+                  "groups that are not layers");
+  cmd->add_option("--plan", a->plan_file, "A plan file (`ferry plan` writes them)");
+  cmd->add_option("--host-path", a->host_path,
+                  "How weights leave host memory: auto (registered read-only where possible), "
+                  "registered, or pageable")
+      ->capture_default_str();
+  cmd->add_flag("--check-streams", a->check_streams,
+                "CPU backend: random delays on every stream and poisoned slots, so that a missing "
+                "wait between copy and compute changes the output");
+}
+
+Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights& weights,
+                                       const InferenceOptions& inference) {
+  SessionOptions o;
+  o.inference = inference;
+  if (!a.vram.empty()) {
+    FERRY_ASSIGN_OR_RETURN(uint64_t v, parse_size(a.vram));
+    o.vram = v;
+  }
+  if (a.mode == "pipelined") {
+    o.plan.mode = StreamMode::pipelined;
+  } else if (a.mode == "sequential") {
+    o.plan.mode = StreamMode::sequential;
+  } else {
+    return bad("--mode: expected pipelined or sequential, got '" + a.mode + "'");
+  }
+  if (a.slots < 2 || a.slots > 64) return bad("--slots: expected 2 to 64");
+  o.plan.slots = a.slots;
+  if (a.host_path == "auto") {
+    o.host_path = HostPath::automatic;
+  } else if (a.host_path == "registered") {
+    o.host_path = HostPath::registered;
+  } else if (a.host_path == "pageable") {
+    o.host_path = HostPath::pageable;
+  } else {
+    return bad("--host-path: expected auto, registered or pageable, got '" + a.host_path + "'");
+  }
+  const int given =
+      int(!a.resident.empty()) + int(a.resident_count.has_value()) + int(!a.plan_file.empty());
+  if (given > 1) return bad("give at most one of --plan, --resident and --resident-count");
+  if (!a.resident.empty()) {
+    std::vector<std::string> names;
+    if (a.resident != "none") {
+      FERRY_ASSIGN_OR_RETURN(names, resident_names(a.resident));
+    }
+    o.plan.resident = std::move(names);
+  }
+  if (a.resident_count) {
+    if (*a.resident_count < 0) return bad("--resident-count must not be negative");
+    o.plan.resident_count = *a.resident_count;
+  }
+  if (!a.plan_file.empty()) {
+    std::ifstream in(a.plan_file, std::ios::binary);
+    if (!in) return bad("--plan: cannot read " + a.plan_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (text.str().size() > (size_t{16} << 20))
+      return bad("--plan: " + a.plan_file + " is too large");
+    FERRY_ASSIGN_OR_RETURN(Plan p, plan_from_json(text.str(), weights));
+    o.plan.plan = std::move(p);
+  }
+  o.streaming.poison_slots = a.check_streams;
+  return o;
+}
+
+namespace {
+
+// Consecutive groups with the same placement, as "text.layers.0..3" runs.
+std::vector<std::pair<Placement, std::string>> runs_of(const Plan& plan,
+                                                       const ModelWeights& weights) {
+  std::vector<std::pair<Placement, std::string>> runs;
+  size_t i = 0;
+  while (i < weights.groups.size()) {
+    size_t j = i + 1;
+    while (j < weights.groups.size() && plan.placement[j] == plan.placement[i]) ++j;
+    std::string names = weights.groups[i].name;
+    if (j - i > 1) names += " .. " + weights.groups[j - 1].name;
+    names += " (" + std::to_string(j - i) + ")";
+    runs.emplace_back(plan.placement[i], names);
+    i = j;
+  }
+  return runs;
+}
+
+}  // namespace
+
+void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,
+                const MemoryBudget& memory) {
+  if (plan.slots == 0) {
+    std::fprintf(out, "plan       nothing streamed; resident %s, host %s\n",
+                 binary_bytes(resident_bytes(plan, weights)).c_str(),
+                 binary_bytes(host_bytes(plan, weights)).c_str());
+  } else {
+    std::fprintf(out, "plan       %s, %d slot%s of %s; resident %s, streamed %s, host %s\n",
+                 stream_mode_name(plan.mode), plan.slots, plan.slots == 1 ? "" : "s",
+                 binary_bytes(plan.slot_bytes).c_str(),
+                 binary_bytes(resident_bytes(plan, weights)).c_str(),
+                 binary_bytes(streamed_bytes(plan, weights)).c_str(),
+                 binary_bytes(host_bytes(plan, weights)).c_str());
+  }
+  for (const auto& [placement, names] : runs_of(plan, weights)) {
+    std::fprintf(out, "  %-9s %s\n", placement_name(placement), names.c_str());
+  }
+  std::fprintf(
+      out, "memory     %s%s\n", memory.summary().c_str(),
+      memory.budget > 0 ? (" of a " + binary_bytes(memory.budget) + " budget").c_str() : "");
+}
+
+nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& weights,
+                                         const MemoryBudget& memory) {
+  nlohmann::ordered_json j;
+  j["mode"] = stream_mode_name(plan.mode);
+  j["slots"] = plan.slots;
+  j["slot_bytes"] = plan.slot_bytes;
+  j["resident_bytes"] = resident_bytes(plan, weights);
+  j["streamed_bytes"] = streamed_bytes(plan, weights);
+  j["host_bytes"] = host_bytes(plan, weights);
+  std::vector<std::string> resident, streamed, host;
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    auto& list = plan.placement[i] == Placement::resident   ? resident
+                 : plan.placement[i] == Placement::streamed ? streamed
+                                                            : host;
+    list.push_back(weights.groups[i].name);
+  }
+  j["resident"] = resident;
+  j["streamed"] = streamed;
+  j["host"] = host;
+  nlohmann::ordered_json m;
+  for (const auto& [name, bytes] : memory.items) m[name] = bytes;
+  m["total"] = memory.total();
+  if (memory.budget > 0) m["budget"] = memory.budget;
+  j["memory"] = m;
+  return j;
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,41 @@
+// The flags of `run` and `bench` that choose how a model is held on the device: the budget
+// (--vram), where the plan comes from (--plan, --resident, --resident-count), the streaming mode,
+// the host path; and what a session's plan and memory look like in text and JSON.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "exec/session.h"
+#include "model/weights.h"
+
+namespace ferry::cli {
+
+struct SessionArgs {
+  std::string vram;  // "15GiB", "2500MB"; empty: no budget
+  std::string mode = "pipelined";
+  int slots = 2;
+  std::string resident;  // "0,3,7,vision.merger": text layer indexes or group names
+  std::optional<int> resident_count;
+  std::string plan_file;
+  std::string host_path = "auto";
+  bool check_streams = false;  // CPU: poisoned slots and random stream delays
+};
+
+void add_session_options(CLI::App* cmd, SessionArgs* args);
+
+// The options a session opens with (the inference options are the caller's).
+Result<SessionOptions> session_options(const SessionArgs& args, const ModelWeights& weights,
+                                       const InferenceOptions& inference);
+
+// The plan, one line per run of consecutive groups with the same placement, and the memory.
+void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,
+                const MemoryBudget& memory);
+nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& weights,
+                                         const MemoryBudget& memory);
+
+}  // namespace ferry::cli

@@ -1,0 +1,144 @@
+#include "exec/streaming_provider.h"
+
+#include <chrono>
+#include <string>
+
+namespace ferry {
+
+Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
+    Backend& backend, Stream& stream, const ModelWeights& weights, const HostTier& tier,
+    const Plan& plan, const StreamingOptions& options) {
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
+  std::unique_ptr<StreamingProvider> p(new StreamingProvider(backend, weights, plan, options));
+  const size_t n = weights.groups.size();
+  p->base_.assign(n, nullptr);
+  p->copies_.resize(n);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    const WeightGroup& g = weights.groups[i];
+    switch (plan.placement[i]) {
+      case Placement::host: {
+        FERRY_ASSIGN_OR_RETURN(p->base_[i], tier.in_place(g));
+        break;
+      }
+      case Placement::resident: {
+        FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> copies, tier.copies(g));
+        FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(g.bytes, "resident weights"));
+        // Zero the alignment padding so a group's bytes are fully defined.
+        backend.fill_zero(stream, buf.data(), buf.bytes());
+        for (const HostCopy& c : copies) {
+          backend.copy_to_device(stream, static_cast<char*>(buf.data()) + c.dst_offset, c.src,
+                                 c.bytes);
+        }
+        p->base_[i] = buf.data();
+        p->stats_.resident_bytes += g.bytes;
+        p->resident_.push_back(std::move(buf));
+        break;
+      }
+      case Placement::streamed: {
+        FERRY_ASSIGN_OR_RETURN(p->copies_[i], tier.copies(g));
+        break;
+      }
+    }
+  }
+  FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
+  p->stats_.resident_load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int s = 0; s < plan.slots; ++s) {
+    Slot slot;
+    FERRY_ASSIGN_OR_RETURN(slot.buffer, backend.allocate(plan.slot_bytes, "slots"));
+    slot.dma_done = backend.create_event();
+    slot.compute_done = backend.create_event();
+    p->slots_.push_back(std::move(slot));
+  }
+  if (plan.slots > 0 && plan.mode == StreamMode::pipelined) {
+    p->copy_stream_ = backend.create_copy_stream();
+  }
+  return p;
+}
+
+Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
+  calls_.assign(calls.begin(), calls.end());
+  streamed_.clear();
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    const int g = calls_[i].group;
+    if (g < 0 || static_cast<size_t>(g) >= weights_.groups.size()) {
+      return make_error(ErrorCode::internal,
+                        "streaming: call " + std::to_string(i) + " names no group");
+    }
+    if (plan_.placement[static_cast<size_t>(g)] == Placement::streamed) streamed_.push_back(i);
+  }
+  next_call_ = 0;
+  next_streamed_ = 0;
+  issued_ = 0;
+  // The ring starts full: the first `slots` streamed calls are copied at once.
+  if (plan_.mode == StreamMode::pipelined) {
+    while (issued_ < streamed_.size() && issued_ < slots_.size()) issue_copy(issued_++, stream);
+  }
+  return {};
+}
+
+void StreamingProvider::copy_group(Stream& on, const Call& call, void* dst) {
+  const auto g = static_cast<size_t>(call.group);
+  for (const HostCopy& c : copies_[g]) {
+    backend_.copy_to_device(on, static_cast<char*>(dst) + c.dst_offset, c.src, c.bytes);
+    ++stats_.copy_calls;
+  }
+  stats_.bytes_copied += weights_.groups[g].bytes;
+  stats_.bytes_by_phase[static_cast<size_t>(call.phase)] += weights_.groups[g].bytes;
+  ++stats_.group_copies;
+}
+
+void StreamingProvider::issue_copy(size_t k, Stream& compute) {
+  Slot& slot = slots_[k % slots_.size()];
+  const Call& call = calls_[streamed_[k]];
+  if (plan_.mode == StreamMode::sequential) {
+    copy_group(compute, call, slot.buffer.data());
+    return;
+  }
+  Stream& copy = *copy_stream_;
+  // The slot's previous user must be done with it (for the first `slots` copies of an inference,
+  // the event's last record is from the previous inference, which has finished).
+  backend_.wait(copy, *slot.compute_done);
+  if (options_.poison_slots) {
+    backend_.fill_byte(copy, slot.buffer.data(), 0xff, slot.buffer.bytes());
+  }
+  copy_group(copy, call, slot.buffer.data());
+  backend_.record(*slot.dma_done, copy);
+}
+
+Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
+  if (next_call_ >= calls_.size() || !(calls_[next_call_] == call)) {
+    return make_error(ErrorCode::internal,
+                      "streaming: a call out of the order begin() was given (call " +
+                          std::to_string(next_call_) + ")");
+  }
+  const auto g = static_cast<size_t>(call.group);
+  if (plan_.placement[g] != Placement::streamed) return base_[g];
+  const size_t k = next_streamed_;
+  Slot& slot = slots_[k % slots_.size()];
+  if (plan_.mode == StreamMode::sequential) {
+    issue_copy(k, stream);
+  } else if (!options_.skip_dma_wait_for_tests) {
+    backend_.wait(stream, *slot.dma_done);
+  }
+  return slot.buffer.data();
+}
+
+Status StreamingProvider::release(Stream& stream, const Call& call) {
+  const auto g = static_cast<size_t>(call.group);
+  ++next_call_;
+  if (plan_.placement[g] != Placement::streamed) return {};
+  const size_t k = next_streamed_++;
+  if (plan_.mode == StreamMode::sequential) return {};
+  backend_.record(*slots_[k % slots_.size()].compute_done, stream);
+  // The slot is free once this call's compute is done: its next user's copy can be enqueued.
+  const size_t next = k + slots_.size();
+  if (next < streamed_.size() && issued_ == next) {
+    issue_copy(next, stream);
+    ++issued_;
+  }
+  return {};
+}
+
+}  // namespace ferry

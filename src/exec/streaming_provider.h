@@ -1,0 +1,99 @@
+// Carries out a residency plan (plan/plan.h): resident groups are loaded once into the device
+// arena; streamed groups are copied from the host tier into a ring of flat slots ahead of the
+// calls that use them; host groups are read in place by their kernels. Decides nothing itself.
+//
+// Pipelined mode: a copy stream beside the compute stream, and per slot a DMA-done and a
+// compute-done event. The copy of streamed call u_k waits for the compute-done event of
+// u_{k-slots} (the slot's previous user), and the compute of u_k waits for its DMA-done event.
+// Copies are enqueued as soon as their slot's previous user has been enqueued, never later, so
+// they run ahead across stage and step boundaries; nothing in acquire/release allocates memory
+// or waits on the host.
+//
+// Sequential mode: one slot, each copy enqueued on the compute stream right before its call, so
+// copy and compute never overlap (the paper's sequential demand layering).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "exec/host_tier.h"
+#include "exec/runner.h"
+#include "model/weights.h"
+#include "plan/plan.h"
+
+namespace ferry {
+
+struct StreamingOptions {
+  // Fill a slot with 0xFF bytes (NaN in bf16 and f32) on the copy stream before each copy into
+  // it: a missing event wait then changes the output instead of passing silently (tests).
+  bool poison_slots = false;
+  // Fault injection for the test that shows the check above can fail: compute does not wait
+  // for a slot's copy. Never set outside that test.
+  bool skip_dma_wait_for_tests = false;
+};
+
+struct StreamingStats {
+  uint64_t bytes_copied = 0;  // host -> device bytes of streamed groups, over all inferences
+  std::array<uint64_t, 4> bytes_by_phase{};  // the same, by the phase of the call served
+  int64_t group_copies = 0;                  // streamed calls served
+  int64_t copy_calls = 0;                    // backend copies issued (a group may need a few)
+  uint64_t resident_bytes = 0;
+  double resident_load_seconds = 0.0;
+};
+
+class StreamingProvider final : public GroupProvider {
+ public:
+  // Loads the resident groups (synchronizing `stream`), allocates the slots and precomputes
+  // every group's copies. `tier` and the checkpoint behind it must outlive the provider.
+  static Result<std::unique_ptr<StreamingProvider>> create(Backend& backend, Stream& stream,
+                                                           const ModelWeights& weights,
+                                                           const HostTier& tier, const Plan& plan,
+                                                           const StreamingOptions& options = {});
+
+  Status begin(Stream& stream, std::span<const Call> calls) override;
+  Result<void*> acquire(Stream& stream, const Call& call) override;
+  Status release(Stream& stream, const Call& call) override;
+
+  const StreamingStats& stats() const { return stats_; }
+  const Plan& plan() const { return plan_; }
+
+ private:
+  StreamingProvider(Backend& backend, const ModelWeights& weights, Plan plan,
+                    StreamingOptions options)
+      : backend_(backend), weights_(weights), plan_(std::move(plan)), options_(options) {}
+
+  struct Slot {
+    DeviceBuffer buffer;
+    std::unique_ptr<Event> dma_done;
+    std::unique_ptr<Event> compute_done;
+  };
+
+  // Enqueues the copy of streamed call `k` into its slot (pipelined: on the copy stream, after
+  // the slot's previous user; sequential: on `compute`).
+  void issue_copy(size_t k, Stream& compute);
+  void copy_group(Stream& on, const Call& call, void* dst);
+
+  Backend& backend_;
+  const ModelWeights& weights_;
+  Plan plan_;
+  StreamingOptions options_;
+  std::vector<void*> base_;                    // resident or in-place address; null if streamed
+  std::vector<DeviceBuffer> resident_;         // one per resident group
+  std::vector<std::vector<HostCopy>> copies_;  // per streamed group
+  std::vector<Slot> slots_;
+  std::unique_ptr<Stream> copy_stream_;
+  // The call sequence being executed and where execution stands in it.
+  std::vector<Call> calls_;
+  std::vector<size_t> streamed_;  // indices into calls_ of the streamed calls, in order
+  size_t next_call_ = 0;          // the call acquire expects next
+  size_t next_streamed_ = 0;      // index into streamed_ of the next streamed call to run
+  size_t issued_ = 0;             // streamed calls whose copy has been enqueued
+  StreamingStats stats_;
+};
+
+}  // namespace ferry
