@@ -151,7 +151,7 @@ void size_slots(Plan& p, const ModelWeights& weights, int slots) {
     return;
   }
   p.slots = p.mode == StreamMode::sequential ? 1 : slots;
-  p.slot_bytes = (largest + kGroupAlignment - 1) / kGroupAlignment * kGroupAlignment;
+  p.slot_bytes = align_group_bytes(largest);
 }
 
 }  // namespace

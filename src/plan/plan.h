@@ -58,6 +58,11 @@ struct Plan {
   bool operator==(const Plan&) const = default;
 };
 
+// A group's bytes rounded up to kGroupAlignment: the smallest slot that holds it.
+inline uint64_t align_group_bytes(uint64_t bytes) {
+  return (bytes + kGroupAlignment - 1) / kGroupAlignment * kGroupAlignment;
+}
+
 // Bytes of the groups the plan keeps resident / on the host / streams (each group counted once).
 uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights);
 uint64_t host_bytes(const Plan& plan, const ModelWeights& weights);

@@ -1,0 +1,76 @@
+#include "plan/lower_bound.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "plan/knapsack.h"
+#include "plan/plan.h"
+
+namespace ferry {
+namespace {
+
+constexpr uint64_t kKnapsackUnits = 4096;
+
+}  // namespace
+
+uint64_t smallest_working_budget(const Schedule& s, bool allow_sequential) {
+  std::vector<uint64_t> sizes;
+  for (size_t g = 0; g < s.group_count(); ++g) {
+    if (!s.host_allowed[g]) sizes.push_back(s.bytes[g]);
+  }
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  const uint64_t slots = allow_sequential ? 1 : 2;
+  uint64_t best = 0;  // t = 0: everything resident, no slots
+  for (uint64_t b : sizes) best += b;
+  uint64_t larger = 0;  // bytes of the groups before i, all larger than sizes[i] at a new size
+  for (size_t i = 0; i < sizes.size() && sizes[i] > 0; ++i) {
+    if (i == 0 || sizes[i] != sizes[i - 1]) {
+      best = std::min(best, larger + slots * align_group_bytes(sizes[i]));
+    }
+    larger += sizes[i];
+  }
+  return best;
+}
+
+Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget,
+                                       bool allow_sequential) {
+  const uint64_t need = smallest_working_budget(s, allow_sequential);
+  if (weight_budget < need) {
+    return make_error(ErrorCode::out_of_memory,
+                      "a budget of " + std::to_string(weight_budget) +
+                          " bytes for weights fits no plan; the smallest that works is " +
+                          std::to_string(need) + " bytes");
+  }
+  LowerBound lb;
+  for (size_t i = 0; i < s.calls.size(); ++i) lb.compute_s += s.exe_s[i] + s.host_after_s[i];
+
+  uint64_t copyable = 0, traffic = 0, smallest = std::numeric_limits<uint64_t>::max();
+  std::vector<KnapsackItem> items;  // value: the traffic a group avoids when resident
+  for (size_t g = 0; g < s.group_count(); ++g) {
+    if (s.host_allowed[g]) continue;
+    copyable += s.bytes[g];
+    if (s.bytes[g] > 0) smallest = std::min(smallest, s.bytes[g]);
+    const uint64_t calls = static_cast<uint64_t>(s.calls_of[g]);
+    uint64_t value = 0;
+    if (__builtin_mul_overflow(s.bytes[g], calls, &value) ||
+        __builtin_add_overflow(traffic, value, &traffic) || traffic > (uint64_t{1} << 53)) {
+      return make_error(ErrorCode::invalid_argument,
+                        "lower bound: the traffic of one inference is beyond 2^53 bytes");
+    }
+    if (value > 0) items.push_back({s.bytes[g], static_cast<double>(value)});
+  }
+  if (copyable > weight_budget && !items.empty()) {
+    // Values are whole numbers below 2^53: exact in a double.
+    const uint64_t room = weight_budget - std::min(weight_budget, smallest);
+    const KnapsackResult best = solve_knapsack(items, room, /*round_up=*/false, kKnapsackUnits);
+    lb.min_link_bytes = traffic - std::min(traffic, static_cast<uint64_t>(best.value));
+  }
+  lb.link_s = static_cast<double>(lb.min_link_bytes) / s.link_bytes_per_s;
+  lb.total_s = std::max(lb.compute_s, lb.link_s);
+  return lb;
+}
+
+}  // namespace ferry

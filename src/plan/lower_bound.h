@@ -1,0 +1,44 @@
+// Bounds no plan can beat, for a budget of device bytes for weights (resident groups + slots).
+//
+// Time: T_lb = max(compute, link) where
+//   compute = Σ C_EXE over the calls + Σ host steps: the all-resident time, with every host
+//             launch assumed hidden (no plan computes less or skips a host step);
+//   link    = min_link_bytes / link peak: no plan moves fewer bytes, and the link moves them no
+//             faster than its measured peak.
+// min_link_bytes is a relaxation of the real problem, so it never exceeds what the best plan
+// moves:
+//   - If every group that may not stay on the host fits, nothing has to cross: 0.
+//   - Otherwise some group streams, through at least one slot of at least the smallest group,
+//     so residents get at most budget - (smallest group). Residents are then chosen by a 0/1
+//     knapsack that maximizes the traffic they avoid (bytes × calls) within that room, with
+//     sizes rounded down and the room rounded down to a unit of room/4096 (rounding sizes down
+//     only lets more fit). The bytes that remain are the bound.
+//   It ignores that a slot must hold the largest streamed group, that pipelining wants two
+//   slots, and that the link may idle (copy waits for a free slot), all of which only add.
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "plan/schedule.h"
+
+namespace ferry {
+
+struct LowerBound {
+  double compute_s = 0;         // Σ C_EXE + Σ host steps
+  uint64_t min_link_bytes = 0;  // the fewest bytes any plan in the budget moves
+  double link_s = 0;            // min_link_bytes / link peak
+  double total_s = 0;           // max(compute_s, link_s)
+};
+
+// The smallest budget for weights in which some plan works: min over t of (every group larger
+// than t resident) + slots × t rounded up to kGroupAlignment, t ranging over group sizes; the
+// slots are 1 (sequential mode) when `allow_sequential`, else 2. Groups that may stay on the
+// host need nothing.
+uint64_t smallest_working_budget(const Schedule& schedule, bool allow_sequential);
+
+// Fails (out_of_memory, naming the smallest working budget) when no plan fits the budget.
+Result<LowerBound> latency_lower_bound(const Schedule& schedule, uint64_t weight_budget,
+                                       bool allow_sequential = true);
+
+}  // namespace ferry

@@ -1,0 +1,82 @@
+#include "plan/planner.h"
+
+#include <optional>
+
+#include "plan/lower_bound.h"
+#include "plan/plan_search.h"
+
+namespace ferry {
+namespace {
+
+Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Plan plan,
+                             double start_s, int64_t evaluations, int64_t improvements) {
+  PlannerResult r;
+  FERRY_ASSIGN_OR_RETURN(r.prediction, predict(weights, s, plan));
+  r.plan = std::move(plan);
+  r.start_s = start_s < 0 ? r.prediction.total_s : start_s;
+  r.evaluations = evaluations;
+  r.improvements = improvements;
+  return r;
+}
+
+}  // namespace
+
+Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& schedule,
+                                uint64_t weight_budget, const PlannerOptions& options) {
+  if (schedule.group_count() != weights.groups.size()) {
+    return make_error(ErrorCode::invalid_argument,
+                      "plan: the schedule was built for another model (" +
+                          std::to_string(schedule.group_count()) + " groups, not " +
+                          std::to_string(weights.groups.size()) + ")");
+  }
+  if (options.max_slots < 2 || options.max_slots > 64) {
+    return make_error(ErrorCode::invalid_argument, "plan: max_slots must be from 2 to 64");
+  }
+  if (weight_budget >= weights.total_bytes()) {
+    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0);
+  }
+  const uint64_t need = smallest_working_budget(schedule, options.allow_sequential);
+  if (weight_budget < need) {
+    return make_error(ErrorCode::out_of_memory,
+                      "plan: " + std::to_string(weight_budget) +
+                          " bytes for weights fit no plan; the smallest budget that works is " +
+                          std::to_string(need) + " bytes (" +
+                          (options.allow_sequential ? "one slot" : "two slots") +
+                          " of the largest streamed group, the larger groups resident)");
+  }
+  PlanSearch search(weights, schedule, weight_budget, options);
+  SearchState all{std::vector<uint8_t>(weights.groups.size(), 1), 2};
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    if (schedule.host_allowed[g]) all.resident[g] = 0;
+  }
+  if (search.fits(all)) {  // nothing crosses the link: no plan computes less
+    return finish(weights, schedule, search.to_plan(all), -1, 0, 0);
+  }
+  std::optional<SearchState> best;
+  double best_s = 0;
+  for (int slots : search.ring_sizes()) {
+    std::optional<SearchState> st = search.start(slots);
+    if (!st) continue;
+    const double t = search.cost(*st);
+    if (!best || t < best_s) {
+      best = std::move(st);
+      best_s = t;
+    }
+  }
+  if (!best) {
+    return make_error(ErrorCode::internal, "plan: no start fits a budget above the smallest");
+  }
+  const double start_s = best_s;
+  const int64_t improvements = search.run(*best, best_s);
+  return finish(weights, schedule, search.to_plan(*best), start_s, search.evaluations(),
+                improvements);
+}
+
+Result<PlannerResult> make_plan(const ModelWeights& weights, const std::vector<Call>& calls,
+                                const Profile& profile, uint64_t weight_budget,
+                                const PlannerOptions& options) {
+  FERRY_ASSIGN_OR_RETURN(Schedule s, make_schedule(weights, calls, profile));
+  return make_plan(weights, s, weight_budget, options);
+}
+
+}  // namespace ferry

@@ -1,0 +1,80 @@
+// The latency predictor: an event simulation of the host, the copy engine and the compute
+// engine carrying out a plan over a Schedule, exactly as plan/plan.h says the executor does:
+//
+//   Streamed calls u_0, u_1, ... (in call order; a group called twice is copied twice) use ring
+//   slot k mod S (S = plan.slots). Copies run one at a time, in that order:
+//     copy_start(u_k) = max(copy_end(u_{k-1}), compute_end(u_{k-S}))
+//                       [sequential mode also: compute_end(the call before u_k)]
+//     copy_end(u_k)   = copy_start(u_k) + C_DMA(group)
+//   The host enqueues calls in order, launch_s each; after a call with a host step it first
+//   waits for that call's compute, then spends the step's time:
+//     enqueued(i)     = host clock after launching i
+//     host clock      = max(host clock, compute_end(i)) + host step after i
+//   A call computes on one engine, in order:
+//     compute_start(i) = max(compute_end(i-1), enqueued(i), copy_end(i) if streamed)
+//     compute_end(i)   = compute_start(i) + C_EXE(group, phase)
+//   Copies are enqueued at the start (the first S) or when their slot's previous user is
+//   enqueued, which never binds above, so prefetch runs through stage boundaries and host
+//   steps. Resident and host groups are never copied (a host group's C_EXE includes its rows).
+//   The inference ends when the last compute and the last host step have both finished.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "model/weights.h"
+#include "plan/plan.h"
+#include "plan/schedule.h"
+
+namespace ferry {
+
+struct PhaseTime {
+  double wall_s = 0;     // from the end of the previous phase's last call (and its host step)
+                         // to the end of this phase's last call (and its host step)
+  double compute_s = 0;  // Σ C_EXE of its calls
+  double copy_s = 0;     // Σ C_DMA of the copies its calls consume
+  double stall_s = 0;    // compute idle before its calls, waiting for their copies
+  double host_s = 0;     // host steps after its calls
+  uint64_t link_bytes = 0;
+  int64_t calls = 0;
+};
+
+struct Prediction {
+  double total_s = 0;
+  std::array<PhaseTime, 4> phases{};  // index phase_index(Phase)
+  uint64_t link_bytes = 0;            // bytes over the link per inference
+  int64_t copies = 0;
+  double copy_busy_s = 0;      // Σ C_DMA: how long the copy engine works
+  double compute_busy_s = 0;   // Σ C_EXE
+  double host_s = 0;           // Σ host steps
+  double stall_s = 0;          // compute engine idle waiting for copies
+  double hidden_copy_s = 0;    // copy time during which the compute engine was also busy
+  double hidden_fraction = 1;  // hidden_copy_s / copy_busy_s (1 when nothing is copied)
+};
+
+// One call's simulated times (seconds from the start of the inference).
+struct CallTiming {
+  int slot = -1;           // ring slot (streamed calls only)
+  double copy_start = -1;  // -1 when the call is not streamed
+  double copy_end = -1;
+  double enqueued = 0;  // when the host had launched it
+  double compute_start = 0;
+  double compute_end = 0;
+  double finished = 0;  // compute_end, or the end of the host step after it
+};
+
+// Validates the plan against the model (validate_plan) and the schedule, then simulates.
+// `trace`, when given, receives one CallTiming per call.
+Result<Prediction> predict(const ModelWeights& weights, const Schedule& schedule, const Plan& plan,
+                           std::vector<CallTiming>* trace = nullptr);
+
+// The simulation without checks: `plan` must be valid for the schedule's model.
+Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
+                             std::vector<CallTiming>* trace = nullptr);
+
+// Only the total latency, without the accounting (what the planner's search evaluates).
+double predict_total_s(const Schedule& schedule, const Plan& plan);
+
+}  // namespace ferry

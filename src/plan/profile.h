@@ -1,0 +1,118 @@
+// The measured inputs of planning: how long each weight group takes to cross the link (C_DMA)
+// and to run in each phase it runs in (C_EXE), the machine's peaks, and the fixed host costs the
+// schedule has between calls. The profiler (`ferry profile`) fills a Profile from device events;
+// estimate_profile() builds one from the cost model so that planning works before any
+// measurement. Profiles are shared as JSON files (docs/planner.md lists every field):
+//
+//   {"format": "ferry-profile", "version": 1, "source": "measured", "device": "NVIDIA H200",
+//    "runs": 5,
+//    "link": {"byte_path": "registered-mapping", "h2d_peak_bytes_per_s": 5.53e10},
+//    "compute": {"peak_flops": 7.9e14, "memory_bandwidth_bytes_per_s": 4.3e12},
+//    "host": {"sampling_s": 1.2e-4, "euler_s": 3e-5, "launch_s": 4e-6},
+//    "workload": {"num_images": 16, ..., "flow_steps": 10},
+//    "groups": [{"name": "text.layers.0", "bytes": 385892864, "dma_s": 0.00698,
+//                "exe_s": {"prefill": 0.0052, "decode": 0.00023}}, ...]}
+//
+// A file is hostile input: parse_profile checks every key, type and range; check_profile then
+// checks it against a model and a call sequence (same groups in the same order with the same
+// bytes, a C_EXE for every phase each group is called in).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/call_sequence.h"
+#include "model/config.h"
+#include "model/cost.h"
+#include "model/weights.h"
+#include "model/workload.h"
+
+namespace ferry {
+
+inline constexpr int kPhaseCount = 4;  // Phase::vision .. Phase::expert
+inline constexpr size_t phase_index(Phase p) {
+  return static_cast<size_t>(p);
+}
+
+struct GroupProfile {
+  std::string name;    // ModelWeights group name
+  uint64_t bytes = 0;  // the group's padded bytes (what one copy moves)
+  double dma_s = 0;    // C_DMA: one host-to-device copy of the whole group, seconds
+  // C_EXE per phase (index phase_index(Phase)): one call's device time in that phase, the mean
+  // over the calls of that phase (decode steps differ slightly as the KV cache grows); empty for
+  // phases the group is not called in. A host-placed group's time includes gathering its rows.
+  std::array<std::optional<double>, kPhaseCount> exe_s;
+};
+
+// Host work the schedule waits for (seconds). See plan/schedule.h for where each one falls.
+struct HostCosts {
+  double sampling_s = 0;  // after the LM head's last call of a step: read logits, pick a token
+  double euler_s = 0;     // after expert.out: read the velocity, one Euler update
+  double launch_s = 0;    // host time to enqueue one call (the GPU waits for it after a host step)
+};
+
+// What the profile was measured with (C_EXE depends on it); informative, all optional.
+struct ProfileWorkload {
+  int64_t num_images = 0;
+  int64_t image_height = 0;
+  int64_t image_width = 0;
+  int64_t prompt_tokens = 0;
+  int64_t gen_tokens = 0;
+  int64_t flow_steps = 0;
+
+  bool operator==(const ProfileWorkload&) const = default;
+};
+
+struct Profile {
+  std::string source = "measured";  // "measured" (the profiler) or "estimated" (the cost model)
+  std::string device;               // "NVIDIA H200"
+  int64_t runs = 1;                 // runs each time is the median of
+  std::string byte_path;            // how copies read host memory ("pinned", "registered-mapping")
+  double link_bytes_per_s = 0;      // measured host-to-device peak over that path
+  double peak_flops = 0;            // measured dense BF16 GEMM peak
+  double memory_bandwidth = 0;      // device memory bandwidth, bytes/s (0 when not measured)
+  HostCosts host;
+  std::optional<ProfileWorkload> workload;
+  std::vector<GroupProfile> groups;  // one per ModelWeights group, same order
+
+  const GroupProfile* find(std::string_view name) const;
+};
+
+// Allowed ranges, so that a file cannot drive the planner into overflow or nonsense.
+inline constexpr double kMaxProfileSeconds = 3600;  // any single time
+inline constexpr double kMaxLinkRate = 1e14;        // bytes/s
+inline constexpr double kMaxFlops = 1e18;           // FLOP/s
+inline constexpr uint64_t kMaxGroupBytes = 1ull << 44;
+inline constexpr size_t kMaxProfileGroups = 100000;
+inline constexpr size_t kMaxProfileString = 256;
+
+std::string profile_to_json(const Profile& p);
+// Parses and range-checks a profile file; errors (ErrorCode::format) start with "profile: ".
+Result<Profile> parse_profile(std::string_view text);
+// The profile describes this model (group names, order, bytes) and times every (group, phase)
+// the call sequence has.
+Status check_profile(const Profile& p, const ModelWeights& weights, const std::vector<Call>& calls);
+
+// Rates estimate_profile assumes (measured ones where known: DESIGN.md's table, machine_limits).
+struct MachineRates {
+  std::string device = "estimate";
+  std::string byte_path = "estimate";
+  double link_bytes_per_s = 0;
+  double peak_flops = 0;
+  double memory_bandwidth = 0;
+  HostCosts host;
+};
+
+// A profile from the cost model: C_DMA = bytes / link rate; C_EXE = the mean over the group's
+// calls in the phase of max(FLOPs / peak, bytes / bandwidth) (model/cost.h), plus, for a group
+// kept on the host, its gathered rows over the link.
+Result<Profile> estimate_profile(const ModelConfig& config, const ModelWeights& weights,
+                                 const std::vector<Call>& calls, const CostContext& ctx,
+                                 const MachineRates& rates);
+
+}  // namespace ferry

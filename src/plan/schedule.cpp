@@ -1,0 +1,71 @@
+#include "plan/schedule.h"
+
+#include "plan/plan.h"
+
+namespace ferry {
+
+const char* host_step_name(HostStep s) {
+  switch (s) {
+    case HostStep::none:
+      return "none";
+    case HostStep::sampling:
+      return "sampling";
+    case HostStep::euler:
+      return "euler";
+  }
+  return "?";
+}
+
+HostStep host_step_after(const std::vector<Call>& calls, const ModelWeights& weights, size_t i) {
+  if (i >= calls.size()) return HostStep::none;
+  auto kind = [&](size_t k) { return weights.groups.at(static_cast<size_t>(calls[k].group)).kind; };
+  const GroupKind k = kind(i);
+  if (k == GroupKind::expert_out) return HostStep::euler;
+  if (k != GroupKind::lm_head) return HostStep::none;
+  const bool last_of_run = i + 1 == calls.size() || kind(i + 1) != GroupKind::lm_head ||
+                           calls[i + 1].phase != calls[i].phase ||
+                           calls[i + 1].step != calls[i].step;
+  return last_of_run ? HostStep::sampling : HostStep::none;
+}
+
+Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Call>& calls,
+                               const Profile& profile) {
+  FERRY_RETURN_IF_ERROR(check_profile(profile, weights, calls));
+  Schedule s;
+  s.calls = calls;
+  s.launch_s = profile.host.launch_s;
+  s.link_bytes_per_s = profile.link_bytes_per_s;
+  const size_t n = weights.groups.size();
+  s.dma_s.resize(n);
+  s.bytes.resize(n);
+  s.calls_of.assign(n, 0);
+  s.host_allowed.resize(n);
+  for (size_t g = 0; g < n; ++g) {
+    s.dma_s[g] = profile.groups[g].dma_s;
+    s.bytes[g] = weights.groups[g].bytes;
+    s.host_allowed[g] = host_placement_allowed(weights.groups[g]);
+  }
+  s.exe_s.resize(calls.size());
+  s.host_after.resize(calls.size());
+  s.host_after_s.resize(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const size_t g = static_cast<size_t>(calls[i].group);
+    s.exe_s[i] = *profile.groups[g].exe_s[phase_index(calls[i].phase)];
+    ++s.calls_of[g];
+    s.host_after[i] = host_step_after(calls, weights, i);
+    switch (s.host_after[i]) {
+      case HostStep::none:
+        s.host_after_s[i] = 0;
+        break;
+      case HostStep::sampling:
+        s.host_after_s[i] = profile.host.sampling_s;
+        break;
+      case HostStep::euler:
+        s.host_after_s[i] = profile.host.euler_s;
+        break;
+    }
+  }
+  return s;
+}
+
+}  // namespace ferry

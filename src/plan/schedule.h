@@ -1,0 +1,47 @@
+// The timed call sequence: one inference's calls with the profile's times attached, in the
+// form the predictor, the lower bound and the planner read. Built once per (model, workload,
+// profile); every plan is then priced against the same Schedule.
+//
+// Host steps (the executor's rule, plan/plan.h): the host reads a call's output and works before
+// it enqueues the next call
+//   - sampling after a call of an lm_head group that ends its (phase, step)'s run of lm_head
+//     calls (after the last chunk when the head is split into text.head.0..K-1);
+//   - the Euler update after every call of an expert_out group.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "model/call_sequence.h"
+#include "model/weights.h"
+#include "plan/profile.h"
+
+namespace ferry {
+
+enum class HostStep : uint8_t { none, sampling, euler };
+const char* host_step_name(HostStep s);
+
+// The host step that follows calls[i] (none when i is out of range).
+HostStep host_step_after(const std::vector<Call>& calls, const ModelWeights& weights, size_t i);
+
+struct Schedule {
+  std::vector<Call> calls;
+  std::vector<double> exe_s;         // per call: C_EXE of its (group, phase)
+  std::vector<HostStep> host_after;  // per call
+  std::vector<double> host_after_s;  // per call: the host step's seconds (0 when none)
+  std::vector<double> dma_s;         // per group: C_DMA
+  std::vector<uint64_t> bytes;       // per group
+  std::vector<int64_t> calls_of;     // per group: how many calls use it
+  std::vector<bool> host_allowed;    // per group: host_placement_allowed
+  double launch_s = 0;               // host time to enqueue one call
+  double link_bytes_per_s = 0;       // the profile's link peak
+
+  size_t group_count() const { return dma_s.size(); }
+};
+
+// Checks the profile against the model and the calls (check_profile), then attaches the times.
+Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Call>& calls,
+                               const Profile& profile);
+
+}  // namespace ferry
