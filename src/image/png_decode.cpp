@@ -20,7 +20,8 @@ namespace {
 
 struct PngState {
   std::jmp_buf jump;
-  char message[256];
+  char message[512] = {};
+  char warning[256] = {};  // the last warning: libpng often explains an error in one just before
   const uint8_t* data = nullptr;
   size_t size = 0;
   size_t pos = 0;
@@ -28,11 +29,20 @@ struct PngState {
 
 [[noreturn]] void on_png_error(png_structp png, png_const_charp message) {
   auto* state = static_cast<PngState*>(png_get_error_ptr(png));
-  std::snprintf(state->message, sizeof(state->message), "%s", message);
+  if (state->warning[0] != '\0') {
+    std::snprintf(state->message, sizeof(state->message), "%.250s (%.250s)", message,
+                  state->warning);
+  } else {
+    std::snprintf(state->message, sizeof(state->message), "%.500s", message);
+  }
   std::longjmp(state->jump, 1);
 }
 
-void on_png_warning(png_structp, png_const_charp) {}  // ancillary-chunk trouble: PIL ignores it
+// Warnings alone (ancillary-chunk trouble) do not stop decoding: PIL ignores them too.
+void on_png_warning(png_structp png, png_const_charp message) {
+  auto* state = static_cast<PngState*>(png_get_error_ptr(png));
+  std::snprintf(state->warning, sizeof(state->warning), "%s", message);
+}
 
 void on_png_read(png_structp png, png_bytep out, size_t count) {
   auto* state = static_cast<PngState*>(png_get_io_ptr(png));
@@ -108,10 +118,9 @@ bool png_pixels_phase(PngDecoder* d, png_bytepp rows) {
 // decodes it and convert("RGBA") converts it:
 //   - 16-bit samples keep their high byte, except 16-bit gray, which PIL opens as I;16 and
 //     clips to 255 when converting;
-//   - a gray tRNS colour key makes matching pixels transparent; PIL compares 1-bit keys scaled
-//     to 255, 16-bit keys against the 16-bit sample, others as stored against the 8-bit sample;
-//   - an RGB colour key changes nothing: PIL opens the file as mode RGB, which convert_to_rgb
-//     returns as it is.
+//   - a tRNS colour key makes matching pixels transparent (transformers 5 composites every image
+//     that has a key); PIL compares 1-bit gray keys scaled to 255, 16-bit gray keys against the
+//     16-bit sample, and every other key as stored (16-bit RGB keys too) against the 8-bit pixel.
 void convert_row(const PngHeader& h, const uint8_t* in, uint8_t* rgba) {
   const bool wide = h.bit_depth == 16 && h.color_type != PNG_COLOR_TYPE_PALETTE;
   const size_t bytes = wide ? 2 : 1;
@@ -136,7 +145,9 @@ void convert_row(const PngHeader& h, const uint8_t* in, uint8_t* rgba) {
       o[3] = high(2 * x + 1);
     } else {  // RGB, RGBA, or a palette expanded to RGB(A)
       for (size_t c = 0; c < 3; ++c) o[c] = high(ch * x + c);
-      o[3] = ch == 4 ? high(ch * x + 3) : 255;  // an RGB colour key is ignored (below)
+      o[3] = ch == 4 ? high(ch * x + 3) : 255;
+      keyed = h.has_trns && h.color_type == PNG_COLOR_TYPE_RGB && o[0] == h.trns.red &&
+              o[1] == h.trns.green && o[2] == h.trns.blue;
     }
     if (keyed) o[3] = 0;
   }
@@ -150,6 +161,18 @@ Error png_error_value(const std::string& label, const char* message) {
 
 Result<RgbImage> decode_png(std::span<const uint8_t> bytes, const std::string& label,
                             const DecodeLimits& limits) {
+  // IHDR is always the first chunk: check its size before libpng (whose own user limits stay
+  // on as a second guard) so that an oversized file gets the same error as an oversized JPEG.
+  if (bytes.size() >= 24 && std::memcmp(bytes.data() + 12, "IHDR", 4) == 0) {
+    auto be32 = [&](size_t at) {
+      return (int64_t{bytes[at]} << 24) | (int64_t{bytes[at + 1]} << 16) |
+             (int64_t{bytes[at + 2]} << 8) | int64_t{bytes[at + 3]};
+    };
+    const int64_t width = be32(16), height = be32(20);
+    if (width > 0 && height > 0) {
+      FERRY_RETURN_IF_ERROR(check_image_size(height, width, label, limits));
+    }
+  }
   auto d = std::make_unique<PngDecoder>();
   d->state.data = bytes.data();
   d->state.size = bytes.size();
