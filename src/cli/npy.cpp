@@ -50,5 +50,9 @@ Status write_npy(const std::string& path, std::span<const int64_t> data,
                  std::vector<int64_t> shape) {
   return write_raw(path, "<i8", data.data(), sizeof(int64_t), data.size(), shape);
 }
+Status write_npy(const std::string& path, std::span<const uint8_t> data,
+                 std::vector<int64_t> shape) {
+  return write_raw(path, "|u1", data.data(), 1, data.size(), shape);
+}
 
 }  // namespace ferry

@@ -1,4 +1,5 @@
-// Minimal .npy (format 1.0) writer for --dump-logits / --dump-inputs: little-endian f4, i4, i8.
+// Minimal .npy (format 1.0) writer for --dump-logits / --dump-inputs and the image dumps:
+// little-endian f4, i4, i8 and u1.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,8 @@ Status write_npy(const std::string& path, std::span<const float> data, std::vect
 Status write_npy(const std::string& path, std::span<const int32_t> data,
                  std::vector<int64_t> shape);
 Status write_npy(const std::string& path, std::span<const int64_t> data,
+                 std::vector<int64_t> shape);
+Status write_npy(const std::string& path, std::span<const uint8_t> data,
                  std::vector<int64_t> shape);
 
 }  // namespace ferry
