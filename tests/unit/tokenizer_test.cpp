@@ -11,6 +11,7 @@
 
 #include "model/presets.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/regex.h"
 #include "tokenizer/synthetic.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -228,6 +229,23 @@ TEST(TokenizerUtf8, LossyMatchesMaximalSubparts) {
   std::string held;
   EXPECT_EQ(tok::append_utf8_lossy("ab\xF0\x9F", true, held), 2u);
   EXPECT_EQ(held, "ab");
+}
+
+TEST(TokenizerRegex, WhiteSpaceAsOnigurumaSeesIt) {
+  EXPECT_EQ(tok::onig_compatible_pattern(R"(\s+(?!\S)|[^\s\p{L}]|\\s|\Q\s\E)"),
+            R"(\p{White_Space}+(?!\P{White_Space})|[^\p{White_Space}\p{L}]|\\s|\Q\s\E)");
+  // U+180E is no longer white space (Unicode 6.3): PCRE2's own \s would still take it.
+  const std::string mvs = "\xE1\xA0\x8E";
+  auto raw = tok::Regex::compile("\\s", "test").value();
+  auto onig = tok::Regex::compile(tok::onig_compatible_pattern("\\s"), "test").value();
+  EXPECT_EQ(raw.find_all(mvs).value().size(), 1u);
+  EXPECT_TRUE(onig.find_all(mvs).value().empty());
+  // Empty matches are stepped over by whole characters.
+  auto empty = tok::Regex::compile("x*", "test").value();
+  const auto spans = empty.find_all("\xC3\xA9xx\xC3\xA9").value();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].begin, 2u);
+  EXPECT_EQ(spans[0].end, 4u);
 }
 
 TEST(TokenizerEncode, RejectsInvalidUtf8) {
