@@ -7,6 +7,9 @@
 namespace ferry {
 namespace {
 
+// Positions inside a pre-token are int32; no prompt comes near this.
+constexpr size_t kMaxTextBytes = size_t{1} << 30;
+
 // The pieces of `text` after one Split step: matches and the stretches between them, kept or
 // dropped by the step's behavior; empty pieces are left out.
 Status apply_split(const SplitStep& s, std::string_view text, std::vector<std::string_view>& out) {
@@ -75,6 +78,11 @@ Status Tokenizer::Impl::encode_plain(std::string_view text, std::vector<int32_t>
 }
 
 Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text) const {
+  if (text.size() > kMaxTextBytes) {
+    return make_error(
+        ErrorCode::invalid_argument,
+        "tokenize: text of " + std::to_string(text.size()) + " bytes (at most 1 GiB)");
+  }
   if (auto bad = strict_json::find_invalid_utf8(text)) {
     return make_error(ErrorCode::invalid_argument,
                       "tokenize: text is not valid UTF-8 at byte " + std::to_string(*bad));
