@@ -2,7 +2,8 @@
 # Bounded fuzzing of the parsers of hostile input: builds the libFuzzer targets (clang, ASan +
 # UBSan) in build-fuzz/ and runs each for SECONDS/4: the safetensors header and index parsers
 # seeded with tests/corpus/, the config.json parser seeded with tests/fixtures/, the image
-# decoders seeded with tests/fixtures/images/inputs. Fails on any crash.
+# decoders seeded with tests/fixtures/images/inputs, the tokenizer (tokenizer.json and text)
+# seeded with fuzz/tokenizer_seeds/. Fails on any crash.
 #   scripts/fuzz.sh [SECONDS]    (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,26 +11,26 @@ seconds=${1:-60}
 per_target=$((seconds / 4))
 [ "$per_target" -ge 1 ] || per_target=1
 build=${FERRY_FUZZ_BUILD_DIR:-build-fuzz}
-targets=(safetensors_header_fuzz safetensors_index_fuzz config_json_fuzz image_decode_fuzz)
+targets=(safetensors_header_fuzz safetensors_index_fuzz config_json_fuzz image_decode_fuzz
+         tokenizer_fuzz)
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFERRY_FUZZ=ON -DFERRY_CUDA=OFF -DFERRY_PYTHON=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 declare -A seeds=([safetensors_header_fuzz]=tests/corpus [safetensors_index_fuzz]=tests/corpus
-                  [config_json_fuzz]=tests/fixtures)
+                  [config_json_fuzz]=tests/fixtures [tokenizer_fuzz]=fuzz/tokenizer_seeds
+                  [image_decode_fuzz]=tests/fixtures/images/inputs)
 for t in "${targets[@]}"; do
-  # New inputs go to the first folder (outside the source tree); tests/corpus only seeds.
+  # New inputs go to the first folder (outside the source tree); the seed folder only seeds.
   work="$build/fuzz-work/$t"
   mkdir -p "$work"
   echo "== $t: ${per_target}s"
   log="$build/fuzz-work/$t.log"
   status=0
-  corpus=tests/corpus
-  [ "$t" = image_decode_fuzz ] && corpus=tests/fixtures/images/inputs
   "$build/fuzz/$t" -max_total_time="$per_target" -timeout=10 -rss_limit_mb=2048 \
     -dict=fuzz/safetensors.dict -artifact_prefix="$build/fuzz-work/$t-" -print_final_stats=1 \
-    "$work" "$corpus" \
+    "$work" "${seeds[$t]}" \
     >"$log" 2>&1 || status=$?
   grep -E "INITED|DONE|stat::number_of_executed_units" "$log" || true
   if [ "$status" -ne 0 ]; then

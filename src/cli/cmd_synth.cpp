@@ -1,5 +1,6 @@
-// ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force]: config.json plus
-// seeded random weights for every tensor of the preset's table, in safetensors shards.
+// ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force]: config.json, a
+// tokenizer.json (tokenizer/synthetic.h) and seeded random weights for every tensor of the
+// preset's table, in safetensors shards.
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "format/safetensors.h"
 #include "model/presets.h"
 #include "model/synth.h"
+#include "tokenizer/synthetic.h"
 
 namespace ferry::cli {
 namespace {
@@ -81,7 +83,7 @@ class Progress {
 };
 
 bool is_checkpoint_file(const std::string& name) {
-  return name == "config.json" || name == "model.safetensors" ||
+  return name == "config.json" || name == "tokenizer.json" || name == "model.safetensors" ||
          name == "model.safetensors.index.json" ||
          (name.rfind("model-", 0) == 0 && name.find("-of-") != std::string::npos &&
           name.size() > 12 && name.substr(name.size() - 12) == ".safetensors");
@@ -127,6 +129,7 @@ Status run_synth(const SynthOptions& o) {
   FERRY_RETURN_IF_ERROR(prepare_dir(o.out, o.force));
   FERRY_RETURN_IF_ERROR(
       write_text((fs::path(o.out) / "config.json").string(), write_config(config)));
+  FERRY_RETURN_IF_ERROR(write_synthetic_tokenizer(o.out, config));
   if (o.config_only) return Status();
 
   std::atomic<uint64_t> done{0};

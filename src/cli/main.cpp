@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   ferry::cli::add_inspect_command(app);
   ferry::cli::add_run_command(app);
   ferry::cli::add_bench_command(app);
+  ferry::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

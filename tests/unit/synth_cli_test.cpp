@@ -113,9 +113,10 @@ TEST(SynthCli, RefusesANonEmptyFolderUnlessForced) {
   // The old shards and index are gone (one file now), other files are left alone.
   EXPECT_FALSE(fs::exists(dir / "model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "tokenizer.json"));
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
-  EXPECT_GT(sharded, 3u);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator()), 3);
+  EXPECT_GT(sharded, 4u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator()), 4);
   EXPECT_TRUE(Checkpoint::open(dir.str()).ok());
 }
 

@@ -1,0 +1,177 @@
+#include "tokenizer/tokenizer.h"
+
+#include "format/strict_json.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+namespace ferry {
+namespace {
+
+// Positions inside a pre-token are int32; no prompt comes near this.
+constexpr size_t kMaxTextBytes = size_t{1} << 30;
+
+// The pieces of `text` after one Split step: matches and the stretches between them, kept or
+// dropped by the step's behavior; empty pieces are left out.
+Status apply_split(const SplitStep& s, std::string_view text, std::vector<std::string_view>& out) {
+  FERRY_ASSIGN_OR_RETURN(std::vector<tok::Span> found, s.regex.find_all(text));
+  auto emit = [&](size_t b, size_t e, bool is_match) {
+    if (e <= b) return;
+    if (s.remove_matches && is_match != s.invert) return;
+    out.push_back(text.substr(b, e - b));
+  };
+  size_t prev = 0;
+  for (const tok::Span& m : found) {
+    emit(prev, m.begin, false);
+    emit(m.begin, m.end, true);
+    prev = m.end;
+  }
+  emit(prev, text.size(), false);
+  return Status();
+}
+
+bool is_ascii(std::string_view s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Status Tokenizer::Impl::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<std::string_view> pieces{text};
+  std::vector<std::string_view> next;
+  for (const SplitStep& s : splits) {
+    next.clear();
+    for (std::string_view p : pieces) FERRY_RETURN_IF_ERROR(apply_split(s, p, next));
+    pieces.swap(next);
+  }
+  std::string prefixed;
+  for (std::string_view p : pieces) {
+    // ByteLevel's add_prefix_space gives every piece that lacks one a leading space.
+    if (p.empty()) continue;
+    if (prefix_space && p.front() != ' ') {
+      prefixed.resize(p.size() + 1);
+      prefixed[0] = ' ';
+      p.copy(prefixed.data() + 1, p.size());
+      p = prefixed;
+    }
+    if (!byte_level_regex) {
+      bpe->encode(p, out);
+      continue;
+    }
+    FERRY_ASSIGN_OR_RETURN(std::vector<tok::Span> found, byte_level_regex->find_all(p));
+    size_t prev = 0;
+    for (const tok::Span& m : found) {
+      if (m.begin > prev) bpe->encode(p.substr(prev, m.begin - prev), out);
+      bpe->encode(p.substr(m.begin, m.end - m.begin), out);
+      prev = m.end;
+    }
+    if (prev < p.size()) bpe->encode(p.substr(prev), out);
+  }
+  return Status();
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text) const {
+  if (text.size() > kMaxTextBytes) {
+    return make_error(
+        ErrorCode::invalid_argument,
+        "tokenize: text of " + std::to_string(text.size()) + " bytes (at most 1 GiB)");
+  }
+  if (auto bad = strict_json::find_invalid_utf8(text)) {
+    return make_error(ErrorCode::invalid_argument,
+                      "tokenize: text is not valid UTF-8 at byte " + std::to_string(*bad));
+  }
+  const Impl& t = *impl_;
+  std::vector<int32_t> ids;
+  std::vector<tok::Segment> raw;
+  t.raw_matcher.split(text, raw);
+  std::vector<tok::Segment> normalized;
+  for (tok::Segment& seg : raw) {
+    if (seg.id >= 0) {
+      ids.push_back(seg.id);
+      continue;
+    }
+    if (!t.normalizer.empty() && !is_ascii(seg.text)) {
+      FERRY_ASSIGN_OR_RETURN(seg.text, tok::normalize_all(seg.text, t.normalizer));
+    }
+    normalized.clear();
+    t.normalized_matcher.split(seg.text, normalized);
+    for (const tok::Segment& n : normalized) {
+      if (n.id >= 0) {
+        ids.push_back(n.id);
+      } else {
+        FERRY_RETURN_IF_ERROR(t.encode_plain(n.text, ids));
+      }
+    }
+  }
+  return ids;
+}
+
+Result<std::string_view> Tokenizer::token_bytes(int32_t id) const {
+  const Impl& t = *impl_;
+  if (id < 0 || static_cast<size_t>(id) >= t.known.size() || !t.known[static_cast<size_t>(id)]) {
+    return make_error(ErrorCode::invalid_argument, "token id " + std::to_string(id) +
+                                                       " is not in the vocabulary (" +
+                                                       std::to_string(t.known.size()) + " ids)");
+  }
+  return std::string_view(t.decoded[static_cast<size_t>(id)]);
+}
+
+Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string bytes;
+  for (int32_t id : ids) {
+    FERRY_ASSIGN_OR_RETURN(std::string_view b, token_bytes(id));
+    if (!(skip_special && is_special(id))) bytes.append(b);
+  }
+  std::string text;
+  text.reserve(bytes.size());
+  tok::append_utf8_lossy(bytes, /*hold_tail=*/false, text);
+  return text;
+}
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  auto it = impl_->text_to_id.find(std::string(token));
+  if (it == impl_->text_to_id.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string_view> Tokenizer::id_to_token(int32_t id) const {
+  const Impl& t = *impl_;
+  if (id < 0 || static_cast<size_t>(id) >= t.known.size() || !t.known[static_cast<size_t>(id)])
+    return std::nullopt;
+  return std::string_view(t.token_text[static_cast<size_t>(id)]);
+}
+
+int64_t Tokenizer::vocab_size() const {
+  return static_cast<int64_t>(impl_->known.size());
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < impl_->special.size() &&
+         impl_->special[static_cast<size_t>(id)] != 0;
+}
+
+Result<std::string> StreamDecoder::push(int32_t id) {
+  FERRY_ASSIGN_OR_RETURN(std::string_view b, tokenizer_->token_bytes(id));
+  if (skip_special_ && tokenizer_->is_special(id)) return std::string();
+  pending_.append(b);
+  std::string text;
+  const size_t used = tok::append_utf8_lossy(pending_, /*hold_tail=*/true, text);
+  pending_.erase(0, used);
+  return text;
+}
+
+std::string StreamDecoder::finish() {
+  std::string text;
+  tok::append_utf8_lossy(pending_, /*hold_tail=*/false, text);
+  pending_.clear();
+  return text;
+}
+
+}  // namespace ferry
