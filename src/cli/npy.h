@@ -1,4 +1,5 @@
 // Minimal .npy (format 1.0) writer for --dump-logits / --dump-inputs: little-endian f4, i4, i8.
+// Atomic: the file at `path` is the old one or the complete new one (format/atomic_write.h).
 #pragma once
 
 #include <cstdint>
