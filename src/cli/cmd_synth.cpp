@@ -91,8 +91,10 @@ Status run_synth(const SynthOptions& o) {
       StagedFolder out, StagedFolder::begin(o.out, checkpoint_folder_policy(o.force), [&] {
         std::fprintf(stderr, "synth: waiting for another writer of %s to finish\n", o.out.c_str());
       }));
-  FERRY_RETURN_IF_ERROR(
-      write_file_atomic((fs::path(out.path()) / "config.json").string(), write_config(config)));
+  if (Status s =
+          write_file_atomic((fs::path(out.path()) / "config.json").string(), write_config(config));
+      !s.ok())
+    return out.explain(s.error());
   if (o.config_only) return out.commit();
 
   std::atomic<uint64_t> done{0};
@@ -111,7 +113,7 @@ Status run_synth(const SynthOptions& o) {
         out.path(), tensors, max_shard,
         {{"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}});
   }
-  FERRY_RETURN_IF_ERROR(written);
+  if (!written.ok()) return out.explain(written.error());
   FERRY_RETURN_IF_ERROR(out.commit());
   if (pending_interrupt() != 0) return Status();  // the caller says it, in one line
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

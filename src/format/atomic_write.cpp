@@ -426,6 +426,18 @@ void StagedFolder::discard() {
   target_lock_ = FileLock();
 }
 
+Error StagedFolder::explain(const Error& error) const {
+  Error e = error;
+  if (staging_.empty()) return e;
+  const std::string shown = target_ + " (new)";
+  for (size_t at = e.message.find(staging_); at != std::string::npos;
+       at = e.message.find(staging_, at + shown.size())) {
+    e.message.replace(at, staging_.size(), shown);
+  }
+  e.message += "; " + target_ + " was left as it was";
+  return e;
+}
+
 Status StagedFolder::commit() {
   if (committed_ || staging_.empty()) {
     return make_error(ErrorCode::internal, target_ + ": commit without a staging folder");

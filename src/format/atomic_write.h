@@ -123,6 +123,10 @@ class StagedFolder {
   // one. An interrupt pending before the swap abandons it (the target is left as it was).
   Status commit();
 
+  // An error of a writer into path(), said in terms of the target: the staging folder is named
+  // "TARGET (new)", and the message ends by saying that the target was left as it was.
+  Error explain(const Error& error) const;
+
  private:
   void discard();
 

@@ -3,7 +3,10 @@
 // whose dtype disagrees with the tensors, octal-looking, empty, negative and out-of-range
 // numbers, and workload flags the model has no use for.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -72,13 +75,32 @@ TEST_F(CliMessages, SymlinkLoopAndMissingFolderSayWhich) {
 }
 
 TEST_F(CliMessages, PermissionDeniedIsSaid) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads everything";
+  // As root, the binary runs as nobody (setpriv); as anyone else, as itself.
+  std::string prefix;
+  if (::geteuid() == 0) {
+    if (std::system("setpriv --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "root, no setpriv";
+    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  auto ferry_as_user = [&](const std::string& args) {
+    const fs::path err = dir_ / "denied.err";
+    const int status =
+        std::system((prefix + FERRY_BINARY + " " + args + " >/dev/null 2>" + err.string()).c_str());
+    Ended e;
+    e.signaled = WIFSIGNALED(status);
+    e.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    e.err = testing::FerryProcess::slurp(err.string());
+    return e;
+  };
   const fs::path locked = dir_ / "locked";
   fs::copy(q(), locked);
   fs::permissions(locked / "model.safetensors", fs::perms::none);
-  expect_error(run_ferry_args({"run", "--model", locked.string(), "--backend", "cpu"}), "run",
-               "Permission denied");
+  expect_error(ferry_as_user("run --backend cpu --model " + locked.string()), "run",
+               "model.safetensors: cannot open: Permission denied");
   fs::permissions(locked / "model.safetensors", fs::perms::owner_all);
+  fs::permissions(locked, fs::perms::owner_all);  // nobody may not create anything in it
+  expect_error(ferry_as_user("synth --preset qwen3-tiny --force --out " + locked.string()), "synth",
+               "Permission denied");
+  fs::permissions(locked, fs::perms::all);
 }
 
 TEST_F(CliMessages, AWeightsFileWorksWhereAFolderIsExpected) {

@@ -75,33 +75,46 @@ class FaultInjection : public ::testing::Test {
     root_ = fs::temp_directory_path() / ("ferry_faults_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_ / "ref");
-    // Reference checkpoints, three shards and an index each (more points to stop at).
-    for (int seed : {1, 2, 3}) {
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(root_);
+    for (fs::path& p : made_) p.clear();
+  }
+
+  // The reference checkpoint of `seed` (three shards and an index: more points to stop at),
+  // made on first use, and its digest.
+  static const fs::path& ref(int seed) {
+    fs::path* made = made_;
+    if (made[seed].empty()) {
       const fs::path p = root_ / "ref" / describe("s", seed);
       const Ended e = run_ferry_args(synth_args(p, seed, false));
-      ASSERT_EQ(e.code, 0) << e.err;
+      EXPECT_EQ(e.code, 0) << e.err;
       digest_[seed] = folder_digest(p);
+      made[seed] = p;
     }
+    return made[seed];
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
 
-  // A fresh folder holding the reference checkpoint of `seed`.
-  static fs::path fresh(const std::string& name, int seed) {
+  // A fresh folder holding the reference checkpoint of `seed`; the digests of `also` are known.
+  static fs::path fresh(const std::string& name, int seed, std::initializer_list<int> also = {}) {
+    for (int s : also) ref(s);
     const fs::path p = root_ / name;
     fs::remove_all(p);
-    fs::copy(root_ / "ref" / describe("s", seed), p);
+    fs::copy(ref(seed), p);
     return p;
   }
 
   static fs::path root_;
   static uint64_t digest_[4];
+  static fs::path made_[4];
 };
 
 fs::path FaultInjection::root_;
 uint64_t FaultInjection::digest_[4];
+fs::path FaultInjection::made_[4];
 
 TEST_F(FaultInjection, SynthForceStoppedAnywhereLeavesOldOrNew) {
-  const fs::path ck = fresh("ck", 1);
+  const fs::path ck = fresh("ck", 1, {2});
   // How long one replacement takes here, so that the signals spread over all of it.
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(run_ferry_args(synth_args(ck, 2, true)).code, 0);
@@ -186,6 +199,8 @@ TEST_F(FaultInjection, FullDiskInjectedLeavesOldCheckpointAndNoTemporaries) {
   expect_clean_end(e, "synth on a full disk");
   EXPECT_EQ(e.code, 2);
   EXPECT_NE(e.err.find("No space left on device"), std::string::npos) << e.err;
+  EXPECT_NE(e.err.find(" (new)/model-000"), std::string::npos) << e.err;  // not a staging name
+  EXPECT_NE(e.err.find("was left as it was"), std::string::npos) << e.err;
   EXPECT_EQ(folder_digest(ck), digest_[1]);
   EXPECT_TRUE(leftovers(root_).empty());
 
@@ -253,7 +268,7 @@ TEST_F(FaultInjection, TwoWritersOfOneFolderTakeTurns) {
     return ends;
   };
   for (int round = 0; round < 3; ++round) {
-    const fs::path ck = fresh("two", 1);
+    const fs::path ck = fresh("two", 1, {2, 3});
     const auto [ea, eb] = race(ck, true);
     EXPECT_EQ(ea.code, 0) << ea.err;
     EXPECT_EQ(eb.code, 0) << eb.err;
@@ -262,7 +277,7 @@ TEST_F(FaultInjection, TwoWritersOfOneFolderTakeTurns) {
     EXPECT_TRUE(leftovers(root_).empty());
   }
   // Into a new folder without --force: one writes it, the other finds a checkpoint there.
-  const fs::path fresh_dir = root_ / "two_new";
+  const fs::path fresh_dir = root_ / "two_new";  // (digests 2 and 3 known from above)
   fs::remove_all(fresh_dir);
   const auto [ea, eb] = race(fresh_dir, false);
   EXPECT_EQ((ea.code == 0) + (eb.code == 0), 1) << ea.err << eb.err;
@@ -273,7 +288,7 @@ TEST_F(FaultInjection, TwoWritersOfOneFolderTakeTurns) {
 }
 
 TEST_F(FaultInjection, CheckpointChangedUnderARunningReader) {
-  const fs::path ck = fresh("reader", 1);
+  const fs::path ck = fresh("reader", 1, {2});
   const fs::path shard = ck / "model-00001-of-00003.safetensors";
   const std::string s1 = FerryProcess::slurp(shard.string());
   const std::string s2 =
