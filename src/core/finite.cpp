@@ -16,8 +16,16 @@ NonFiniteCount scan(const std::byte* data, size_t count, U exp_mask, U man_mask,
     std::memcpy(&x, data + i * sizeof(U), sizeof(U));
     return x;
   };
+  // Counted in blocks into a counter as wide as an element, so that the compiler keeps as many
+  // lanes per vector register as there are elements (a 64-bit counter would quarter them).
+  constexpr size_t kBlock = size_t{1} << (8 * sizeof(U) > 16 ? 16 : 8 * sizeof(U) - 1);
   uint64_t bad = 0;
-  for (size_t i = 0; i < count; ++i) bad += (load(i) & exp_mask) == exp_mask ? 1u : 0u;
+  for (size_t at = 0; at < count; at += kBlock) {
+    const size_t end = std::min(count, at + kBlock);
+    U in_block = 0;
+    for (size_t i = at; i < end; ++i) in_block += (load(i) & exp_mask) == exp_mask ? U{1} : U{0};
+    bad += in_block;
+  }
   NonFiniteCount c;
   if (bad == 0) return c;
   for (size_t i = 0; i < count; ++i) {
