@@ -6,8 +6,10 @@
 // touching the bytes: from the size and modification time taken at open(), and, where the
 // kernel grants this process a read lease on the file (Linux, files it owns, local file
 // systems), from the lease being broken by anyone opening the file for writing or truncating
-// it. Replacing the file by renaming another over its name (what ferry's own writers do) is not
-// a change: the mapping keeps the old file's bytes alive.
+// it. (The kernel holds such a writer until the lease is given up: ferry's handler does that at
+// once; a process stopped in a debugger holds it for /proc/sys/fs/lease-break-time at most.)
+// Replacing the file by renaming another over its name (what ferry's own writers do) is not a
+// change: the mapping keeps the old file's bytes alive.
 #pragma once
 
 #include <cstddef>
