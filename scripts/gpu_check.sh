@@ -7,13 +7,22 @@
 #   scripts/gpu_check.sh [STAGE...]   run in the order given; default, most important first:
 #     build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b peer_8b
 #     compare_parts unit
-#   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp)
+#   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp),
+#   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram
+#
+# Binaries built on the development machine can be carried instead of building here (device
+# time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
+# FERRY_PREBUILT=.gpu makes every stage use them (carry .gpu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 LOGS=${FERRY_GPU_LOGS:-/tmp/ferry-gpu-logs}  # many logs; $OUT gets them as one archive
 mkdir -p "$OUT" "$LOGS"
 build=${FERRY_BUILD_DIR:-build-gpu}
+if [ -n "${FERRY_PREBUILT:-}" ]; then
+  build=$FERRY_PREBUILT
+  export LD_LIBRARY_PATH="$PWD/$FERRY_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 models=${FERRY_MODELS:-/tmp/ferry-models}
 stages=("$@")
 ((${#stages[@]})) || stages=(build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b
@@ -44,6 +53,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
 mkdir -p "$models"
 
 stage_build() {
+  if [ -n "${FERRY_PREBUILT:-}" ]; then
+    step prebuilt 10 "$build/ferry" --help
+    return
+  fi
   step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DFERRY_PYTHON=OFF
   step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
@@ -129,6 +142,85 @@ stage_peer_ar1() { peer_one alpamayo-r1-10b; }
 stage_bench_8b() { bench_one qwen3-8b; }
 stage_peer_8b() { peer_one qwen3-8b; }
 
+# --- demand layering (issue 8) ---------------------------------------------------------------
+# Device memory as nvidia-smi sees it, sampled every 20 ms while CMD runs: the outside check of
+# a budget. Writes the peak (MiB, used minus what was used before) to $LOGS/NAME.smi.
+watched() {  # watched NAME CMD...
+  local name=$1; shift
+  local base
+  base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 20 >"$LOGS/$name.smi.raw" 2>/dev/null &
+  local smi=$!
+  "$@"
+  local rc=$?
+  kill $smi 2>/dev/null; wait $smi 2>/dev/null
+  python3 -c "import sys; v=[int(x) for x in open('$LOGS/$name.smi.raw').read().split() if x.isdigit()]; print(max(v)-$base if v else -1)" >"$LOGS/$name.smi"
+  return $rc
+}
+# same_as REF LOG: the outputs of two run --json logs are identical.
+same_as() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:3])
+keys = [k for k in ["tokens", "logits_hash", "prefill_logits_hash", "actions_hash"] if k in a]
+bad = [k for k in keys if a.get(k) != b.get(k)]
+peak = b.get("device_peak_bytes", {})
+print("same as all-resident:", "yes" if not bad else "NO, differs in " + ",".join(bad),
+      "| books", peak.get("ferry_books"), "driver", peak.get("outside"),
+      "| streamed", b.get("streamed_bytes"), "| total", b["time_s"]["total"])
+sys.exit(1 if bad else 0)
+PY
+}
+stream_runs() {  # stream_runs PRESET BUDGET...: every budget and flag plan against all-resident
+  local preset=$1; shift
+  local m="$models/$preset" args=(--json --quiet)
+  [ "$preset" = alpamayo-r1-10b ] && args+=(--images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
+  synth "$preset" >"$LOGS/synth_$preset.log" 2>&1
+  step "resident_$preset" 300 "$build/ferry" run --model "$m" "${args[@]}"
+  local v
+  for v in "$@"; do
+    step "vram_${preset}_$v" 300 watched "vram_${preset}_$v" "$build/ferry" run --model "$m" "${args[@]}" --vram "$v"
+    step "same_${preset}_$v" 10 same_as "$LOGS/resident_$preset.log" "$LOGS/vram_${preset}_$v.log"
+  done
+  step "none_$preset" 300 "$build/ferry" run --model "$m" "${args[@]}" --resident none
+  step "same_none_$preset" 10 same_as "$LOGS/resident_$preset.log" "$LOGS/none_$preset.log"
+  step "seq_$preset" 300 "$build/ferry" run --model "$m" "${args[@]}" --resident none --mode sequential
+  step "same_seq_$preset" 10 same_as "$LOGS/resident_$preset.log" "$LOGS/seq_$preset.log"
+  step "count_$preset" 300 "$build/ferry" run --model "$m" "${args[@]}" --resident-count 3
+  step "same_count_$preset" 10 same_as "$LOGS/resident_$preset.log" "$LOGS/count_$preset.log"
+}
+stage_stream_tiny() {
+  stream_runs alpamayo-tiny 40MB 20MB
+  stream_runs qwen3-tiny 30MB
+}
+stage_stream_ar1() { stream_runs alpamayo-r1-10b 15GiB 12GiB 8GiB 4GiB 2.5GiB; }
+stage_sanitize() {  # compute-sanitizer on a tiny streamed run: no races between copy and compute
+  local t
+  for t in racecheck synccheck; do
+    step "sanitize_$t" 300 compute-sanitizer --tool "$t" --error-exitcode 9 "$build/ferry" run \
+      --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
+  done
+}
+bench_vram() {  # bench_vram PRESET BUDGET [MODE]
+  local mode=${3:-pipelined}
+  synth "$1" >/dev/null 2>&1
+  step "bench_vram_$1_$2_$mode" 500 watched "bench_vram_$1_$2_$mode" "$build/ferry" bench \
+    --model "$models/$1" --runs 3 --warmup 1 --json --quiet --vram "$2" --mode "$mode"
+}
+stage_bench_vram_ar1() {
+  local v
+  for v in 15GiB 12GiB 8GiB; do bench_vram alpamayo-r1-10b "$v"; done
+  bench_vram alpamayo-r1-10b 15GiB sequential
+}
+stage_peer_vram() {  # transformers + Accelerate under the same caps (slow: one timed run)
+  local v
+  synth alpamayo-r1-10b >/dev/null 2>&1
+  for v in 15GiB 12GiB 8GiB; do
+    step "peer_vram_$v" 500 python3 bench/peer_transformers.py --model "$models/alpamayo-r1-10b" \
+      --runs 1 --warmup 0 --max-memory "$v" --json
+  done
+}
+
 for s in "${stages[@]}"; do
   if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
 done
@@ -136,6 +228,8 @@ done
 echo
 echo "== gpu_check on $(sed -n 2p "$LOGS/gpu.txt")"
 printf '%s\n' "${table[@]}"
+# Demand layering: outside peaks (nvidia-smi, MiB over the idle device) per budget.
+for f in "$LOGS"/*.smi; do [ -f "$f" ] && echo "$(basename "$f" .smi): peak $(cat "$f") MiB (nvidia-smi)"; done | tee "$OUT/vram_peaks.txt"
 # Stage medians of every bench that ran (ms; floor/time in %).
 python3 - "$LOGS"/bench_*.log <<'PY' 2>/dev/null | tee "$OUT/bench_summary.txt"
 import json, sys

@@ -20,6 +20,7 @@
 namespace ferry {
 
 class Backend;
+class MappedFile;  // format/mapped_file.h
 
 // An in-order queue of device work.
 class Stream {
@@ -172,6 +173,15 @@ class Backend {
   // the copy has completed (an event recorded after it fired, or the stream synchronized).
   virtual void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) = 0;
+  // copy_to_device from a read-only file mapping. Where the backend's own threads read the
+  // mapping (the CPU backend), a file that shrinks under the copy is an error on the stream that
+  // names the file, not a signal. Elsewhere the same as copy_to_device: a DMA engine reading
+  // registered pages takes no fault, and MappedFile::check_unchanged() is the check there.
+  virtual void copy_from_mapping(Stream& stream, void* dst, const void* src, size_t bytes,
+                                 const MappedFile& file) {
+    (void)file;
+    copy_to_device(stream, dst, src, bytes);
+  }
   virtual void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(Stream& stream, void* dst, size_t bytes) = 0;
   // Every byte set to `value` (0xff poisons bf16 and f32 data with NaN). Default: fill_zero for

@@ -89,6 +89,10 @@ class ProfilingBackend final : public Backend {
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override;
+  void copy_from_mapping(Stream& stream, void* dst, const void* src, size_t bytes,
+                         const MappedFile& file) override {
+    inner_.copy_from_mapping(stream, dst, src, bytes, file);
+  }
   void copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) override;
   void fill_zero(Stream& stream, void* dst, size_t bytes) override;
   void fill_byte(Stream& stream, void* dst, uint8_t value, size_t bytes) override {

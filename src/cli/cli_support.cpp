@@ -3,13 +3,17 @@
 #include <iostream>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/interrupt.h"
 #include "format/config_json.h"
+#include "format/nonfinite_scan.h"
 
 namespace ferry::cli {
 
 void Reporter::fail(const std::string& message) const {
   std::cerr << "ferry " << command_ << ": " << message << '\n';
-  throw CLI::RuntimeError(2);
+  // Stopped by a signal: the shell's convention, 128 + the signal (without dying of it).
+  const int sig = pending_interrupt();
+  throw CLI::RuntimeError(sig != 0 ? 128 + sig : 2);
 }
 
 Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool check_streams) {
@@ -36,10 +40,36 @@ Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool
 Result<OpenModel> open_model(const std::string& dir) {
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
-  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
   FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(dir));
+  FERRY_RETURN_IF_ERROR(check_checkpoint_dtypes(config, weights, checkpoint));
+  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
   FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, checkpoint));
   return OpenModel{std::move(config), std::move(weights), std::move(checkpoint)};
+}
+
+Error name_damage(const Error& error, const Checkpoint& checkpoint) {
+  Error e = error;
+  auto scan = scan_nonfinite(checkpoint);
+  if (!scan.ok()) {
+    e.message += " (scanning the checkpoint failed: " + scan.error().message + ")";
+    return e;
+  }
+  // In place of the hint to run `ferry verify`: what it finds.
+  const std::string_view hint = nonfinite_hint();
+  if (e.message.size() >= hint.size() &&
+      e.message.compare(e.message.size() - hint.size(), hint.size(), hint) == 0) {
+    e.message.resize(e.message.size() - hint.size());
+  }
+  if (scan->damaged.empty()) {
+    e.message += ", yet every weight in " + checkpoint.dir() +
+                 " is finite: the values overflowed, or this is a bug in ferry";
+    return e;
+  }
+  const size_t n = scan->damaged.size();
+  e.message += ": " + std::to_string(n) + (n == 1 ? " tensor" : " tensors") + " of " +
+               checkpoint.dir() + " hold NaN or Inf, " + describe_damage(scan->damaged.front()) +
+               (n > 1 ? " (`ferry verify` lists them all)" : "");
+  return e;
 }
 
 void add_graphs_option(CLI::App* cmd, bool* graphs) {

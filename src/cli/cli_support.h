@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "cli/flags.h"
 #include "core/status.h"
 #include "format/safetensors.h"
 #include "model/config.h"
@@ -15,7 +16,8 @@
 
 namespace ferry::cli {
 
-// Errors end the command: "ferry NAME: message" on stderr, exit status 2.
+// Errors end the command: "ferry NAME: message" on stderr, exit status 2 (128 + the signal when
+// SIGINT/SIGTERM stopped it, core/interrupt.h).
 class Reporter {
  public:
   explicit Reporter(std::string command) : command_(std::move(command)) {}
@@ -47,7 +49,18 @@ struct OpenModel {
   ModelWeights weights;
   Checkpoint checkpoint;
 };
-// load_config, describe_weights, Checkpoint::open, then bind_checkpoint.
+// load_config, describe_weights, Checkpoint::open, then bind_checkpoint. `dir` may also be the
+// checkpoint's .safetensors or index file, as `inspect` takes it.
 Result<OpenModel> open_model(const std::string& dir);
+
+// A `damaged` error of a run (non-finite activations, core/finite.h) completed with what a scan
+// of the checkpoint finds: the tensors holding NaN or Inf, or that every weight is finite. Any
+// other error, or a value, passes through.
+Error name_damage(const Error& error, const Checkpoint& checkpoint);
+template <class T>
+Result<T> name_damage(Result<T> result, const Checkpoint& checkpoint) {
+  if (result.ok() || result.error().code != ErrorCode::damaged) return result;
+  return name_damage(result.error(), checkpoint);
+}
 
 }  // namespace ferry::cli

@@ -18,6 +18,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/profile_report.h"
+#include "cli/progress.h"
 #include "cli/session_args.h"
 #include "core/units.h"
 #include "exec/machine_limits.h"
@@ -50,6 +51,7 @@ struct BenchArgs {
   bool profile = false;
   int profile_top = 15;
   SessionArgs session;
+  bool quiet = false;
 };
 
 const Reporter report{"bench"};
@@ -59,21 +61,27 @@ const Reporter report{"bench"};
 // down for tiny models so that the CPU finishes in seconds.
 Workload bench_workload(const BenchArgs& a, const ModelConfig& config) {
   const bool full = config.text().hidden_size >= 1024;
+  report.check(check_flag_applies(config, "--images", a.images.has_value(), FlagNeeds::vision));
+  report.check(
+      check_flag_applies(config, "--image-height", a.image_height.has_value(), FlagNeeds::vision));
+  report.check(
+      check_flag_applies(config, "--image-width", a.image_width.has_value(), FlagNeeds::vision));
+  report.check(
+      check_flag_applies(config, "--steps", a.steps.has_value(), FlagNeeds::action_expert));
   Workload w;
   w.seed = 1;
   w.gen_tokens = a.tokens.value_or(full ? 21 : 8);
-  if (const Qwen3VLConfig* vlm = config.vlm()) {
+  if (config.vlm() != nullptr) {
     w.num_images = a.images.value_or(full ? 16 : 2);
     w.image_height = a.image_height.value_or(full ? 320 : 128);
     w.image_width = a.image_width.value_or(full ? 576 : 192);
-    (void)vlm;
-    w.prompt_tokens = a.prompt_tokens.value_or(full ? 3007 : image_tokens(w, config) + 120);
-  } else {
-    w.prompt_tokens = a.prompt_tokens.value_or(full ? 1500 : 64);
   }
   if (const AlpamayoConfig* ar = config.alpamayo()) {
     w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
   }
+  const int64_t fallback =
+      config.vlm() != nullptr ? (full ? 3007 : image_tokens(w, config) + 120) : (full ? 1500 : 64);
+  w.prompt_tokens = report.check(prompt_tokens_flag(config, w, a.prompt_tokens, fallback));
   return w;
 }
 
@@ -135,29 +143,49 @@ void bench(const BenchArgs& a) {
   }
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams));
+  const bool say = !a.json && !a.quiet;
+  std::optional<Progress> progress(std::in_place, "bench", !a.quiet);
   MachineLimits limits;
   {
     // Before the budget is reserved: its buffers are large and temporary.
     auto stream = backend->create_stream();
-    if (!a.json) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
+    if (say) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
+    progress->stage("measuring the machine's limits");
     limits = report.check(measure_machine_limits(*backend, *stream));
   }
-  if (!a.json) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
+  if (say) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
+  progress->stage("loading weights");
   // The outside view of device memory from here on: the session and every run.
   PeakSampler sampler(*backend);
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, config, weights, m.checkpoint, w, so));
   const StreamingStats loaded = session->streaming();
 
-  std::vector<InferenceResult> results;
+  // The first timed run whole; of the others only their times, after checking that their outputs
+  // equal the first's: keeping every result (its vocabulary-sized logits) grew bench by ~0.6 MB
+  // per run.
+  std::optional<InferenceResult> first_run;
+  std::vector<PhaseTimes> run_times;
+  ProgressProvider tracked(session->provider(), *progress);
   for (int i = 0; i < a.warmup + a.runs; ++i) {
-    if (!a.json) {
-      std::fprintf(stderr, "bench: %s %d/%d\n", i < a.warmup ? "warm-up" : "run",
-                   i < a.warmup ? i + 1 : i - a.warmup + 1, i < a.warmup ? a.warmup : a.runs);
+    const bool warm = i < a.warmup;
+    const std::string what = std::string(warm ? "warm-up " : "run ") +
+                             std::to_string(warm ? i + 1 : i - a.warmup + 1) + "/" +
+                             std::to_string(warm ? a.warmup : a.runs);
+    if (say) std::fprintf(stderr, "bench: %s\n", what.c_str());
+    progress->stage(what);
+    InferenceResult r = report.check(name_damage(session->run(&tracked), m.checkpoint));
+    if (warm) continue;
+    run_times.push_back(r.times);
+    if (!first_run) {
+      first_run = std::move(r);
+    } else if (r.tokens != first_run->tokens || r.logits_hash != first_run->logits_hash ||
+               r.actions_hash != first_run->actions_hash) {
+      report.fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
     }
-    InferenceResult r = report.check(session->run());
-    if (i >= a.warmup) results.push_back(std::move(r));
   }
+  progress.reset();
+  const InferenceResult& first = *first_run;
   const StreamingStats& st = session->streaming();
   const auto inferences = static_cast<double>(a.warmup + a.runs);
   const MemoryLedger ledger = backend->ledger();
@@ -168,13 +196,6 @@ void bench(const BenchArgs& a) {
   for (size_t p = 0; p < 4; ++p) {
     streamed[p] = static_cast<double>(st.bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
     streamed_total += streamed[p];
-  }
-  const InferenceResult& first = results.front();
-  for (const auto& r : results) {
-    if (r.tokens != first.tokens || r.logits_hash != first.logits_hash ||
-        r.actions_hash != first.actions_hash) {
-      report.fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
-    }
   }
 
   // Floors, from the actual prompt length and the rows the expert saw.
@@ -190,14 +211,14 @@ void bench(const BenchArgs& a) {
       stages[s].calls += 1;
     }
   }
-  for (const auto& r : results) {
-    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(r.times.seconds[s]);
-    stages[4].seconds.push_back(r.times.total_seconds);
+  for (const PhaseTimes& t : run_times) {
+    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(t.seconds[s]);
+    stages[4].seconds.push_back(t.total_seconds);
   }
   const char* names[] = {"vision", "prefill", "decode", "expert", "total"};
   std::vector<PhaseProfile> profile;
   if (a.profile) {
-    if (!a.json) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
+    if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
     profile = profile_run(*backend, config, weights, session->provider(), w, first);
     for (PhaseProfile& p : profile) {
       for (size_t s = 0; s < 4; ++s) {
@@ -292,15 +313,13 @@ void bench(const BenchArgs& a) {
               static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds,
               streamed_total / 1e9);
   print_plan(stdout, session->plan(), weights, session->memory());
-  std::printf("device:   peak %.2f GiB in ferry's books",
-              static_cast<double>(ledger.peak) / (1 << 30));
+  std::printf("device:   peak %s in ferry's books", binary_bytes(ledger.peak).c_str());
   if (outside) {
-    std::printf(", %.2f GiB seen by the driver (%s, %lld samples)",
-                static_cast<double>(*outside) / (1 << 30),
+    std::printf(", %s seen by the driver (%s, %lld samples)", binary_bytes(*outside).c_str(),
                 backend->driver_device_bytes_method().c_str(),
                 static_cast<long long>(sampler.samples()));
   }
-  if (so.vram) std::printf("; budget %.2f GiB", static_cast<double>(*so.vram) / (1 << 30));
+  if (so.vram) std::printf("; budget %s", binary_bytes(*so.vram).c_str());
   std::printf("\n\n");
   std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s\n", "stage", "median", "min", "max",
               "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy");
@@ -332,23 +351,33 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench", "Time the reference workload, each stage against the machine's floor");
   cmd->add_option("--model", args->model, "Checkpoint folder (config.json + safetensors)")
+      ->check(not_empty())
       ->required();
-  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)");
-  cmd->add_option("--runs", args->runs, "Timed runs (the median is reported)")
-      ->capture_default_str();
-  cmd->add_option("--warmup", args->warmup, "Untimed runs first")->capture_default_str();
-  cmd->add_option("--images", args->images, "Images (vision models; default 16 full-size)");
-  cmd->add_option("--image-height", args->image_height, "Image height in pixels (multiple of 32)");
-  cmd->add_option("--image-width", args->image_width, "Image width in pixels (multiple of 32)");
-  cmd->add_option("--prompt-tokens", args->prompt_tokens, "Total prompt length");
-  cmd->add_option("--tokens", args->tokens, "Tokens to generate (default 21 full-size)");
-  cmd->add_option("--steps", args->steps, "Flow-matching steps (Alpamayo)");
+  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
+      ->check(not_empty());
+  add_int_option(cmd, "--runs", &args->runs, 1, 1000, "Timed runs (the median is reported)")
+      ->default_str(std::to_string(args->runs));
+  add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed runs first")
+      ->default_str(std::to_string(args->warmup));
+  add_int_option(cmd, "--images", &args->images, 0, kMaxImages,
+                 "Images (vision models; default 16 full-size)");
+  add_int_option(cmd, "--image-height", &args->image_height, 1, kMaxImageSide,
+                 "Image height in pixels (multiple of 32)");
+  add_int_option(cmd, "--image-width", &args->image_width, 1, kMaxImageSide,
+                 "Image width in pixels (multiple of 32)");
+  add_int_option(cmd, "--prompt-tokens", &args->prompt_tokens, 1, kMaxSequence,
+                 "Total prompt length");
+  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence,
+                 "Tokens to generate (default 21 full-size)");
+  add_int_option(cmd, "--steps", &args->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
   cmd->add_flag("--profile", args->profile,
                 "One more run, every op timed alone (synchronized): time per op and shape");
-  cmd->add_option("--profile-top", args->profile_top, "Ops shown per stage with --profile")
-      ->capture_default_str();
+  add_int_option(cmd, "--profile-top", &args->profile_top, 1, 10000,
+                 "Ops shown per stage with --profile")
+      ->default_str(std::to_string(args->profile_top));
+  cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   add_session_options(cmd, &args->session);
   cmd->callback([args] { bench(*args); });
 }

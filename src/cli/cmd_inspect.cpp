@@ -1,5 +1,7 @@
 // ferry inspect PATH [--json] [--tensors]: a checkpoint's tensors by weight group, with
-// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2.
+// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2; a
+// readable checkpoint that binds to no known architecture is printed (by name prefix), then one
+// line on stderr and exit code 1.
 #include <sys/stat.h>
 
 #include <exception>
@@ -8,6 +10,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/inspect_report.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
@@ -55,6 +58,12 @@ int run_inspect(const InspectOptions& o) {
   }
   group_report(report, config ? &*config : nullptr);
   std::cout << (o.json ? format_json(report, o.tensors) : format_text(report, o.tensors));
+  // What was found is printed either way; a checkpoint no known architecture binds is a failure.
+  if (report.architecture.empty() || report.binding != "ok") {
+    std::cerr << "ferry inspect: " << o.path << " does not bind to a known architecture: "
+              << (report.architecture.empty() ? report.note : report.binding) << "\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -64,7 +73,9 @@ void add_inspect_command(CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();
   auto* cmd = app.add_subcommand(
       "inspect", "Tensors, dtypes, shapes and bytes of a checkpoint, by weight group and module");
-  cmd->add_option("path", opts->path, "checkpoint folder or .safetensors file")->required();
+  cmd->add_option("path", opts->path, "checkpoint folder or .safetensors file")
+      ->check(not_empty())
+      ->required();
   cmd->add_flag("--json", opts->json, "print JSON");
   cmd->add_flag("--tensors", opts->tensors, "list every tensor");
   cmd->callback([opts] {

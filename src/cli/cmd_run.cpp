@@ -1,6 +1,7 @@
 // `ferry run`: one inference on synthetic inputs (seeded prompt ids, pixels, ego history), under
 // a device budget when one is given (weights that do not fit are streamed). Prints the generated
 // tokens, logits/actions hashes, the plan, device memory and time per stage.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +16,9 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/npy.h"
+#include "cli/progress.h"
 #include "cli/session_args.h"
+#include "core/interrupt.h"
 #include "core/units.h"
 #include "exec/peak_sampler.h"
 #include "exec/session.h"
@@ -47,6 +50,7 @@ struct RunArgs {
   SessionArgs session;
   std::string dump_logits;
   std::string dump_inputs;
+  bool quiet = false;
 };
 
 const Reporter report{"run"};
@@ -67,10 +71,11 @@ Workload make_workload(const RunArgs& a, const ModelConfig& config) {
     w.image_height = tiny ? 128 : 320;
     w.image_width = tiny ? 192 : 576;
   }
-  if (!a.image_size.empty() && vlm == nullptr) {
-    report.fail(std::string("--image-size: ") + architecture_name(config.arch) +
-                " takes no images");
-  }
+  report.check(check_flag_applies(config, "--images", a.images.has_value(), FlagNeeds::vision));
+  report.check(
+      check_flag_applies(config, "--image-size", !a.image_size.empty(), FlagNeeds::vision));
+  report.check(
+      check_flag_applies(config, "--steps", a.steps.has_value(), FlagNeeds::action_expert));
   if (!a.image_size.empty()) {
     long long h = 0, wd = 0;
     char x = 0;
@@ -81,8 +86,10 @@ Workload make_workload(const RunArgs& a, const ModelConfig& config) {
     w.image_height = h;
     w.image_width = wd;
   }
-  // Default prompt: the image tokens plus ~100 text tokens (64 for a text-only model).
-  w.prompt_tokens = a.prompt_tokens.value_or(vlm != nullptr ? image_tokens(w, config) + 120 : 64);
+  // Default prompt: the image tokens plus ~100 text tokens (64 for a text-only model). A prompt
+  // given shorter than its fixed parts is an error, not silently lengthened.
+  w.prompt_tokens = report.check(prompt_tokens_flag(
+      config, w, a.prompt_tokens, vlm != nullptr ? image_tokens(w, config) + 120 : 64));
   w.gen_tokens = a.tokens;
   if (const AlpamayoConfig* ar = config.alpamayo()) {
     w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
@@ -167,17 +174,27 @@ void run(const RunArgs& a) {
     print_plan(stdout, planned.first, weights, planned.second);
     return;
   }
-  report.check(check_runnable_dtypes(weights));
   const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
+  report.check(check_checkpoint_dtypes(config, weights, ckpt));
+  report.check(check_runnable_dtypes(weights));
   report.check(bind_checkpoint(weights, ckpt));
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams));
   PeakSampler sampler(*backend);
+  std::optional<Progress> progress(std::in_place, "run", !a.quiet);
+  progress->stage("loading weights");
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, config, weights, ckpt, w, so));
-  const InferenceResult r = report.check(session->run());
-  if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
-  if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
+  progress->stage("");
+  ProgressProvider tracked(session->provider(), *progress);
+  const InferenceResult r = report.check(name_damage(session->run(&tracked), ckpt));
+  progress.reset();  // its line is cleared before the results
+  {
+    InterruptScope interruptible;  // a signal stops the dumps between files, none half-written
+    if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
+    if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
+  }
+  report.check(check_interrupt(" after the dumps were written"));
   const MemoryLedger ledger = backend->ledger();
   const std::optional<uint64_t> outside = sampler.peak();
   const StreamingStats& st = session->streaming();
@@ -270,29 +287,39 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Run one inference on synthetic inputs");
   cmd->add_option("--model", args->model, "Checkpoint folder (config.json + safetensors)")
+      ->check(not_empty())
       ->required();
-  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)");
-  cmd->add_option("--images", args->images, "Number of images (vision models)");
-  cmd->add_option("--image-size", args->image_size, "HxW in pixels, multiples of 32");
-  cmd->add_option("--prompt-tokens", args->prompt_tokens, "Total prompt length (text + image)");
-  cmd->add_option("--tokens", args->tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--steps", args->steps, "Flow-matching steps (Alpamayo)");
-  cmd->add_option("--seed", args->seed, "Seed for every synthetic input")->capture_default_str();
+  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
+      ->check(not_empty());
+  add_int_option(cmd, "--images", &args->images, 0, kMaxImages, "Number of images (vision models)");
+  cmd->add_option("--image-size", args->image_size, "HxW in pixels, multiples of 32")
+      ->check(not_empty());
+  add_int_option(cmd, "--prompt-tokens", &args->prompt_tokens, 1, kMaxSequence,
+                 "Total prompt length (text + image)");
+  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence, "Tokens to generate")
+      ->default_str(std::to_string(args->tokens));
+  add_int_option(cmd, "--steps", &args->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
+  add_uint_option(cmd, "--seed", &args->seed, "Seed for every synthetic input")->default_str("0");
   auto* greedy = cmd->add_flag("--greedy", args->greedy, "Argmax decoding (the default)");
-  auto* temp = cmd->add_option("--temperature", args->temperature, "Sampling temperature");
-  auto* top_p = cmd->add_option("--top-p", args->top_p, "Top-p (nucleus) threshold");
+  auto* temp = add_number_option(cmd, "--temperature", &args->temperature, 1e-6, 1e6,
+                                 "Sampling temperature");
+  auto* top_p =
+      add_number_option(cmd, "--top-p", &args->top_p, 1e-6, 1.0, "Top-p (nucleus) threshold");
   greedy->excludes(temp)->excludes(top_p);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
   cmd->add_flag("--dry-run", args->dry_run,
                 "Print the call sequence, the plan and its memory, and exit");
   add_session_options(cmd, &args->session);
+  cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->add_option("--dump-logits", args->dump_logits,
                   "Write [1 + decode steps, vocab] f32 logits (.npy): prefill's last position, "
-                  "then each decode step");
+                  "then each decode step")
+      ->check(not_empty());
   cmd->add_option("--dump-inputs", args->dump_inputs,
                   "Write input_ids, position_ids, generated_ids (and pixel_values, "
-                  "image_grid_thw) as .npy into this folder");
+                  "image_grid_thw) as .npy into this folder")
+      ->check(not_empty());
   cmd->callback([args] { run(*args); });
 }
 

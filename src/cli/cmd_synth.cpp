@@ -9,15 +9,16 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
 #include "cli/size_arg.h"
+#include "core/interrupt.h"
+#include "format/atomic_write.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/presets.h"
@@ -82,55 +83,24 @@ class Progress {
   std::thread thread_;
 };
 
-bool is_checkpoint_file(const std::string& name) {
-  return name == "config.json" || name == "tokenizer.json" || name == "model.safetensors" ||
-         name == "model.safetensors.index.json" ||
-         (name.rfind("model-", 0) == 0 && name.find("-of-") != std::string::npos &&
-          name.size() > 12 && name.substr(name.size() - 12) == ".safetensors");
-}
-
-Status prepare_dir(const std::string& dir, bool force) {
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) {
-      return make_error(ErrorCode::invalid_argument, dir + " exists and is not a folder");
-    }
-    bool empty = fs::directory_iterator(dir, ec) == fs::directory_iterator();
-    if (ec) return make_error(ErrorCode::io, dir + ": " + ec.message());
-    if (!empty && !force) {
-      return make_error(ErrorCode::invalid_argument,
-                        dir + " is not empty (use --force to overwrite a checkpoint there)");
-    }
-    // --force: remove only what a checkpoint writer made, so stale shards cannot mix in.
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.is_regular_file() && is_checkpoint_file(entry.path().filename().string())) {
-        fs::remove(entry.path(), ec);
-        if (ec) return make_error(ErrorCode::io, entry.path().string() + ": " + ec.message());
-      }
-    }
-  }
-  fs::create_directories(dir, ec);
-  if (ec) return make_error(ErrorCode::io, dir + ": cannot create: " + ec.message());
-  return Status();
-}
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return make_error(ErrorCode::io, path + ": cannot write");
-  return Status();
-}
-
 Status run_synth(const SynthOptions& o) {
   FERRY_ASSIGN_OR_RETURN(uint64_t max_shard, parse_size(o.max_shard));
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, preset(o.preset));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
-  FERRY_RETURN_IF_ERROR(prepare_dir(o.out, o.force));
-  FERRY_RETURN_IF_ERROR(
-      write_text((fs::path(o.out) / "config.json").string(), write_config(config)));
-  FERRY_RETURN_IF_ERROR(write_synthetic_tokenizer(o.out, config));
-  if (o.config_only) return Status();
+  // The new checkpoint is written beside the old one and swapped in whole: until commit() the
+  // folder at --out is untouched, whatever stops this process.
+  FERRY_ASSIGN_OR_RETURN(
+      StagedFolder out, StagedFolder::begin(o.out, checkpoint_folder_policy(o.force), [&] {
+        std::fprintf(stderr, "synth: waiting for another writer of %s to finish\n", o.out.c_str());
+      }));
+  if (Status s =
+          write_file_atomic((fs::path(out.path()) / "config.json").string(), write_config(config));
+      !s.ok())
+    return out.explain(s.error());
+  if (Status s = write_synthetic_tokenizer(out.path(), config); !s.ok()) {
+    return out.explain(s.error());
+  }
+  if (o.config_only) return out.commit();
 
   std::atomic<uint64_t> done{0};
   std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done);
@@ -145,10 +115,12 @@ Status run_synth(const SynthOptions& o) {
   {
     Progress progress(done, total);
     written = write_checkpoint(
-        o.out, tensors, max_shard,
+        out.path(), tensors, max_shard,
         {{"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}});
   }
-  FERRY_RETURN_IF_ERROR(written);
+  if (!written.ok()) return out.explain(written.error());
+  FERRY_RETURN_IF_ERROR(out.commit());
+  if (pending_interrupt() != 0) return Status();  // the caller says it, in one line
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "synth: wrote %s (%zu tensors, %s params) to %s in %.1f s, %.2f GB/s\n",
                human_bytes(total).c_str(), tensors.size(),
@@ -164,23 +136,38 @@ void add_synth_command(CLI::App& app) {
   std::string names;
   for (auto n : preset_names()) names += (names.empty() ? "" : ", ") + std::string(n);
   auto* cmd = app.add_subcommand("synth", "Write a preset's config.json and seeded random weights");
-  cmd->add_option("--preset", opts->preset, "model preset: " + names)->required();
-  cmd->add_option("--out", opts->out, "output folder (must be empty unless --force)")->required();
-  cmd->add_option("--seed", opts->seed, "random seed (default 0)");
-  cmd->add_option("--max-shard", opts->max_shard, "largest shard, e.g. 5GB, 500MB, 2GiB");
-  cmd->add_flag("--force", opts->force, "overwrite a checkpoint already in --out");
+  cmd->add_option("--preset", opts->preset, "model preset: " + names)
+      ->check(not_empty())
+      ->required();
+  cmd->add_option("--out", opts->out,
+                  "output folder: new, empty, or (with --force) one holding a checkpoint")
+      ->check(not_empty())
+      ->required();
+  add_uint_option(cmd, "--seed", &opts->seed, "random seed (default 0)");
+  cmd->add_option("--max-shard", opts->max_shard, "largest shard, e.g. 5GB, 500MB, 2GiB")
+      ->check(not_empty());
+  cmd->add_flag("--force", opts->force,
+                "replace a checkpoint already in --out (written beside it, swapped in when "
+                "complete; other files there are kept)");
   cmd->add_flag("--config-only", opts->config_only, "write config.json only, no weights");
   cmd->callback([opts] {
     Status s;
-    try {
-      s = run_synth(*opts);
-    } catch (const std::exception& e) {
-      s = make_error(ErrorCode::internal, e.what());
+    {
+      InterruptScope interruptible;  // SIGINT/SIGTERM stop the write; the old folder stays
+      try {
+        s = run_synth(*opts);
+      } catch (const std::exception& e) {
+        s = make_error(ErrorCode::internal, e.what());
+      }
     }
-    if (!s.ok()) {
-      std::cerr << "ferry synth: " << s.error().to_string() << "\n";
-      throw CLI::RuntimeError(2);
+    if (const int sig = pending_interrupt(); sig != 0) {
+      // Whichever layer noticed it: before the swap --out is as it was, after it, complete.
+      s = make_error(ErrorCode::interrupted,
+                     "interrupted by " + signal_name(sig) +
+                         (s.ok() ? " after " + opts->out + " was written (it is complete)"
+                                 : ": " + opts->out + " was left as it was"));
     }
+    Reporter("synth").check(s);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "core/interrupt.h"
 #if defined(FERRY_HAVE_CUDA)
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -16,6 +17,7 @@ void ferry::cli::register_backends() {
 }
 
 int main(int argc, char** argv) {
+  ferry::install_interrupt_handlers();  // first: a signal from here on ends with a message
   ferry::cli::register_backends();
   CLI::App app{"ferry: run models larger than GPU memory, on a VRAM budget, bit-exact"};
   app.require_subcommand(1);
@@ -24,10 +26,14 @@ int main(int argc, char** argv) {
   ferry::cli::add_run_command(app);
   ferry::cli::add_bench_command(app);
   ferry::cli::add_tokenize_command(app);
+  ferry::cli::add_verify_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int rc = app.exit(e);
+    // A usage error (a bad flag value, an unknown flag) exits 2, as every command's own errors
+    // do; --help stays 0, and a command's RuntimeError keeps the code it chose.
+    return rc == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr ? rc : 2;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "ferry: out of host memory\n");
     return 2;

@@ -1,7 +1,6 @@
 #include "cli/npy.h"
 
-#include <cstdio>
-#include <memory>
+#include "format/atomic_write.h"
 
 namespace ferry {
 
@@ -23,18 +22,17 @@ Status write_raw(const std::string& path, const char* descr, const void* data, s
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-  if (!f) return make_error(ErrorCode::io, "cannot open " + path + " for writing");
+  // Beside the target, renamed over it when complete (format/atomic_write.h).
+  FERRY_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
   const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   const auto len = static_cast<uint16_t>(header.size());
   const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xff),
                                    static_cast<unsigned char>(len >> 8)};
-  bool ok = std::fwrite(magic, 1, 8, f.get()) == 8 && std::fwrite(len_le, 1, 2, f.get()) == 2 &&
-            std::fwrite(header.data(), 1, header.size(), f.get()) == header.size() &&
-            (count == 0 || std::fwrite(data, elem_size, count, f.get()) == count);
-  if (std::fclose(f.release()) != 0) ok = false;
-  if (!ok) return make_error(ErrorCode::io, "write failed: " + path);
-  return {};
+  FERRY_RETURN_IF_ERROR(f.write(magic, sizeof magic));
+  FERRY_RETURN_IF_ERROR(f.write(len_le, sizeof len_le));
+  FERRY_RETURN_IF_ERROR(f.write(header.data(), header.size()));
+  FERRY_RETURN_IF_ERROR(f.write(data, elem_size * count));
+  return f.commit();
 }
 
 }  // namespace

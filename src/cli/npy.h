@@ -1,5 +1,6 @@
 // Minimal .npy (format 1.0) writer for --dump-logits / --dump-inputs and the image dumps:
-// little-endian f4, i4, i8 and u1.
+// little-endian f4, i4, i8 and u1. Atomic: the file at `path` is the old one or the complete new
+// one (format/atomic_write.h).
 #pragma once
 
 #include <cstdint>

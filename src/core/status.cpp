@@ -18,11 +18,17 @@ const char* error_code_name(ErrorCode code) {
       return "backend";
     case ErrorCode::internal:
       return "internal";
+    case ErrorCode::interrupted:
+      return "interrupted";
+    case ErrorCode::damaged:
+      return "damaged";
   }
   return "unknown";
 }
 
 std::string Error::to_string() const {
+  // Its message already starts "interrupted by SIGINT".
+  if (code == ErrorCode::interrupted) return message;
   return std::string(error_code_name(code)) + ": " + message;
 }
 

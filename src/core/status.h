@@ -22,6 +22,8 @@ enum class ErrorCode {
   out_of_memory,     // a budget or allocation cannot be met
   backend,           // a device runtime error
   internal,          // a broken invariant reported as a value
+  interrupted,       // SIGINT/SIGTERM/SIGHUP stopped the work (core/interrupt.h)
+  damaged,           // non-finite values where the weights should give finite ones
 };
 
 const char* error_code_name(ErrorCode code);

@@ -80,14 +80,16 @@ Result<std::vector<HostCopy>> HostTier::copies(const WeightGroup& group) const {
                             std::to_string(s.bytes) + " at " + std::to_string(from));
     }
     const std::byte* src = data.data() + from;
+    const MappedFile* file = &checkpoint_->mapping(*e);
     if (!out.empty()) {
       HostCopy& last = out.back();
-      if (last.src + last.bytes == src && last.dst_offset + last.bytes == s.offset) {
+      if (last.file == file && last.src + last.bytes == src &&
+          last.dst_offset + last.bytes == s.offset) {
         last.bytes += s.bytes;
         continue;
       }
     }
-    out.push_back(HostCopy{s.offset, src, s.bytes});
+    out.push_back(HostCopy{s.offset, src, s.bytes, file});
   }
   return out;
 }

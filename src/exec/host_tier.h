@@ -31,6 +31,7 @@ struct HostCopy {
   uint64_t dst_offset = 0;
   const std::byte* src = nullptr;
   uint64_t bytes = 0;
+  const MappedFile* file = nullptr;  // the mapping `src` is in (for guarded host reads)
 };
 
 class HostTier {

@@ -16,7 +16,8 @@ namespace ferry {
 class ResidentWeights : public GroupProvider {
  public:
   // Allocates every group and copies its tensors in; synchronizes the stream before returning.
-  // A checkpoint tensor that is missing or whose byte size differs from the spec is an error.
+  // A checkpoint tensor that is missing or whose byte size differs from the spec is an error;
+  // so is a checkpoint file that changes during the load (read through exec/mapped_upload.h).
   static Result<ResidentWeights> load(Backend& backend, Stream& stream, const ModelWeights& weights,
                                       const Checkpoint& checkpoint);
 

@@ -255,8 +255,10 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
                                                const Workload& workload,
                                                const SessionOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
+  FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());
   std::unique_ptr<Session> s(new Session());
   s->backend_ = &backend;
+  s->checkpoint_ = &checkpoint;
   // The host tier first: whether kernels can read it in place decides where the embedding goes.
   FERRY_ASSIGN_OR_RETURN(s->tier_, HostTier::open(backend, checkpoint, options.host_path));
   const std::optional<uint64_t> held = backend.driver_device_bytes();
@@ -275,12 +277,21 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
                                               options.streaming));
   FERRY_ASSIGN_OR_RETURN(s->runner_,
                          create_runner(backend, config, weights, workload, options.inference));
+  // The resident groups were copied out of the mapping: a file rewritten in place meanwhile
+  // faults nowhere (and the copy engine reads registered pages without faulting at all).
+  FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());
   s->open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }
 
-Result<InferenceResult> Session::run() {
-  return runner_->run(*stream_, *provider_, &graphs_);
+Result<InferenceResult> Session::run(GroupProvider* through) {
+  FERRY_ASSIGN_OR_RETURN(
+      InferenceResult r,
+      runner_->run(*stream_, through != nullptr ? *through : *provider_, &graphs_));
+  // Streamed groups were read from the mapping during the run: trust them only if the files
+  // are still the ones opened.
+  FERRY_RETURN_IF_ERROR(checkpoint_->check_unchanged());
+  return r;
 }
 
 }  // namespace ferry

@@ -87,8 +87,10 @@ class Session {
                                                const SessionOptions& options);
   ~Session();
 
-  // One inference (the same inputs every time).
-  Result<InferenceResult> run();
+  // One inference (the same inputs every time). `through`, when given, is a decorator of
+  // provider() (progress, profiling) that the executor talks to instead. A checkpoint file
+  // changed or truncated during the run is an error naming it.
+  Result<InferenceResult> run(GroupProvider* through = nullptr);
 
   const Plan& plan() const { return plan_; }
   const MemoryBudget& memory() const { return memory_; }
@@ -102,6 +104,7 @@ class Session {
  private:
   Session() = default;
   Backend* backend_ = nullptr;
+  const Checkpoint* checkpoint_ = nullptr;
   Plan plan_;
   MemoryBudget memory_;
   HostTier tier_;

@@ -27,8 +27,8 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
         // Zero the alignment padding so a group's bytes are fully defined.
         backend.fill_zero(stream, buf.data(), buf.bytes());
         for (const HostCopy& c : copies) {
-          backend.copy_to_device(stream, static_cast<char*>(buf.data()) + c.dst_offset, c.src,
-                                 c.bytes);
+          backend.copy_from_mapping(stream, static_cast<char*>(buf.data()) + c.dst_offset, c.src,
+                                    c.bytes, *c.file);
         }
         p->base_[i] = buf.data();
         p->stats_.resident_bytes += g.bytes;
@@ -81,7 +81,7 @@ Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
 void StreamingProvider::copy_group(Stream& on, const Call& call, void* dst) {
   const auto g = static_cast<size_t>(call.group);
   for (const HostCopy& c : copies_[g]) {
-    backend_.copy_to_device(on, static_cast<char*>(dst) + c.dst_offset, c.src, c.bytes);
+    backend_.copy_from_mapping(on, static_cast<char*>(dst) + c.dst_offset, c.src, c.bytes, *c.file);
     ++stats_.copy_calls;
   }
   stats_.bytes_copied += weights_.groups[g].bytes;

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "format/fault_guard.h"
 #include "format/safetensors.h"
 #include "format/strict_json.h"
 
@@ -27,7 +28,15 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 Result<Checkpoint> Checkpoint::open(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return make_error(ErrorCode::io, path + ": no such file or folder");
+  // The real cause: a symlink loop or a folder that may not be searched is not "missing".
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
+    return make_error(ErrorCode::io, path + ": " + ec.message());
+  if (!fs::exists(st)) return make_error(ErrorCode::io, path + ": no such file or folder");
+  // A config.json names the checkpoint beside it, as a folder would.
+  if (!fs::is_directory(st) && fs::path(path).filename() == "config.json") {
+    const fs::path parent = fs::path(path).parent_path();
+    return open(parent.empty() ? "." : parent.string());
+  }
 
   std::string index_path;
   std::string single_path;
@@ -37,7 +46,9 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
     const std::string idx = (fs::path(path) / kIndexName).string();
     const std::string one = (fs::path(path) / kSingleName).string();
     const bool has_index = fs::exists(idx, ec);
+    if (ec) return make_error(ErrorCode::io, idx + ": " + ec.message());
     const bool has_single = fs::exists(one, ec);
+    if (ec) return make_error(ErrorCode::io, one + ": " + ec.message());
     if (has_index && has_single) {
       // transformers would load model.safetensors, a reader going by the index the shards:
       // refuse to guess which one is current.
@@ -58,6 +69,14 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
     if (ends_with(path, ".index.json")) {
       index_path = path;
     } else if (ends_with(path, ".safetensors")) {
+      // One shard alone would miss the other shards' tensors: say what to give instead.
+      if (is_weights_file_name(fs::path(path).filename().string()) &&
+          fs::path(path).filename() != kSingleName &&
+          fs::exists(fs::path(c.dir_) / kIndexName, ec)) {
+        return make_error(ErrorCode::invalid_argument,
+                          path + " is one shard of a sharded checkpoint; give the folder " +
+                              c.dir_ + " (or its " + kIndexName + ")");
+      }
       single_path = path;
     } else {
       return make_error(ErrorCode::invalid_argument,
@@ -73,8 +92,10 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
     if (text.bytes().size() > kMaxIndexBytes)
       return make_error(ErrorCode::format,
                         index_path + ": larger than " + std::to_string(kMaxIndexBytes) + " bytes");
-    const std::string_view json_text(reinterpret_cast<const char*>(text.bytes().data()),
-                                     text.bytes().size());
+    std::string json_text(text.bytes().size(), '\0');
+    if (!json_text.empty())
+      FERRY_RETURN_IF_ERROR(
+          guarded_copy(json_text.data(), text.bytes().data(), json_text.size(), text));
     FERRY_ASSIGN_OR_RETURN(SafetensorsIndex index, parse_safetensors_index(json_text, index_path));
     for (const std::string& shard : index.shards) {
       FERRY_ASSIGN_OR_RETURN(SafetensorsFile f,
@@ -124,6 +145,16 @@ const Checkpoint::Entry* Checkpoint::find(std::string_view name) const {
 std::span<const std::byte> Checkpoint::data(const Entry& e) const {
   FERRY_CHECK(e.shard < files_.size(), "entry of another checkpoint");
   return files_[e.shard].data(*e.info);
+}
+
+const MappedFile& Checkpoint::mapping(const Entry& e) const {
+  FERRY_CHECK(e.shard < files_.size(), "entry of another checkpoint");
+  return files_[e.shard].mapping();
+}
+
+Status Checkpoint::check_unchanged() const {
+  for (const SafetensorsFile& f : files_) FERRY_RETURN_IF_ERROR(f.mapping().check_unchanged());
+  return {};
 }
 
 uint64_t Checkpoint::total_bytes() const {

@@ -3,7 +3,12 @@
 // (see tests/fixtures/ for copies and their sources).
 #include "format/config_json.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -89,6 +94,15 @@ Result<TextConfig> parse_text(const Obj& o, TextFlavor flavor) {
                          std::to_string(t.num_heads) + ") and head_dim is not given");
     }
     t.head_dim = t.hidden_size / t.num_heads;
+    // Checked here, where it is derived: the validation later would report a head_dim the
+    // config never gave.
+    if (t.head_dim % 2 != 0) {
+      return o.error("hidden_size", std::to_string(t.hidden_size) + " / num_attention_heads (" +
+                                        std::to_string(t.num_heads) +
+                                        ") = " + std::to_string(t.head_dim) +
+                                        ", an odd head size (RoPE rotates halves); give an even "
+                                        "head_dim");
+    }
   }
   FERRY_ASSIGN_OR_RETURN(t.intermediate_size, o.integer("intermediate_size", 1, kMaxConfigDim));
   FERRY_ASSIGN_OR_RETURN(t.vocab_size, o.integer("vocab_size", 1, kMaxConfigDim));
@@ -377,9 +391,24 @@ Result<ModelConfig> load_config(const std::string& path) {
   std::string file = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
+  // A weights file (what `inspect` takes too) names the config.json beside it.
+  const std::string name = std::filesystem::path(path).filename().string();
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with(".safetensors") || ends_with(".safetensors.index.json")) {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    file = ((dir.empty() ? std::filesystem::path(".") : dir) / "config.json").string();
+  }
   // Only a regular file: reading a FIFO or a device could block or never end.
   if (::stat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return make_error(ErrorCode::io, file + ": not a regular file");
+  }
+  if (const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd < 0) {
+    return make_error(ErrorCode::io, file + ": cannot open: " + std::strerror(errno));
+  } else {
+    ::close(fd);
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) return make_error(ErrorCode::io, file + ": cannot open");

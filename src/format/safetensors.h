@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "format/atomic_write.h"
 #include "format/mapped_file.h"
 
 namespace ferry {
@@ -62,6 +63,7 @@ class SafetensorsFile {
   const TensorInfo* find(std::string_view name) const;  // nullptr if absent
   std::span<const std::byte> data(const TensorInfo& t) const;
   std::span<const std::byte> file_bytes() const { return map_.bytes(); }
+  const MappedFile& mapping() const { return map_; }
 
  private:
   MappedFile map_;
@@ -85,7 +87,12 @@ class Checkpoint {
   // All tensors, ordered by (shard, offset).
   const std::vector<Entry>& entries() const { return entries_; }
   const Entry* find(std::string_view name) const;
+  // A tensor's bytes in the mapping: read them through format/fault_guard.h (guarded_copy with
+  // mapping(e)), since the file may change under the mapping.
   std::span<const std::byte> data(const Entry& e) const;
+  const MappedFile& mapping(const Entry& e) const;
+  // MappedFile::check_unchanged of every file: an io error naming the first that changed.
+  Status check_unchanged() const;
   uint64_t total_bytes() const;  // sum of tensor bytes
 
  private:
@@ -104,6 +111,8 @@ struct TensorToWrite {
   std::function<void(std::span<std::byte>)> fill;
 };
 
+// Atomic (format/atomic_write.h): the file at `path` is the old one or the complete new one,
+// whatever happens during the write; an interrupt stops the fill between tensors.
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 
@@ -111,8 +120,17 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
 // shard of its own), named model-00001-of-0000N.safetensors, plus model.safetensors.index.json,
 // as Hugging Face writers do. A single shard is written as model.safetensors without an index.
 // Checkpoint files of an earlier write in `dir` that this one does not replace are removed.
+// Each file is written atomically, the folder as a whole is not: to replace a checkpoint others
+// may read, write into a StagedFolder made with checkpoint_folder_policy and commit it.
 Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors,
                         uint64_t max_shard_bytes = 5'000'000'000ull,
                         const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// model.safetensors, model.safetensors.index.json, model-NNNNN-of-NNNNN.safetensors.
+bool is_weights_file_name(std::string_view name);
+
+// A checkpoint folder for StagedFolder: config.json and the weights files are superseded (the
+// rest is carried over), and with force the old folder must hold one of them.
+FolderPolicy checkpoint_folder_policy(bool force);
 
 }  // namespace ferry

@@ -4,7 +4,9 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "format/fault_guard.h"
 #include "format/safetensors.h"
 #include "format/strict_json.h"
 
@@ -157,22 +159,27 @@ int64_t TensorInfo::numel() const {
   return n;
 }
 
-Result<SafetensorsHeader> parse_safetensors(std::span<const std::byte> file,
-                                            std::string_view label) {
+namespace {
+
+// Validates the header held in `head` (the file's first bytes: all of them, or at least the
+// length and the header) for a file of `file_size` bytes.
+Result<SafetensorsHeader> parse_header(std::span<const std::byte> head, uint64_t file_size,
+                                       std::string_view label) {
   HeaderParser p(label);
-  if (file.size() < 8)
-    return p.err("file is " + std::to_string(file.size()) +
+  if (file_size < 8)
+    return p.err("file is " + std::to_string(file_size) +
                  " bytes, too short for the 8-byte header length");
-  const uint64_t n = read_le64(file.data());
+  const uint64_t n = read_le64(head.data());
   if (n == 0) return p.err("header length is 0, expected a JSON object");
   if (n > kMaxHeaderBytes)
     return p.err("header length " + std::to_string(n) + " exceeds the limit of " +
                  std::to_string(kMaxHeaderBytes) + " bytes");
-  if (n > file.size() - 8)
+  if (n > file_size - 8)
     return p.err("header length " + std::to_string(n) + " does not fit in the file (" +
-                 std::to_string(file.size() - 8) + " bytes follow the length)");
+                 std::to_string(file_size - 8) + " bytes follow the length)");
+  FERRY_CHECK(head.size() >= 8 + n, "parse_header: the header was not read");
 
-  std::string_view text(reinterpret_cast<const char*>(file.data()) + 8, static_cast<size_t>(n));
+  std::string_view text(reinterpret_cast<const char*>(head.data()) + 8, static_cast<size_t>(n));
   if (auto bad = strict_json::find_invalid_utf8(text))
     return p.err("header: not valid UTF-8 at byte " + std::to_string(*bad));
   if (text.front() != '{') return p.err("header does not start with '{'");
@@ -215,18 +222,40 @@ Result<SafetensorsHeader> parse_safetensors(std::span<const std::byte> file,
     end = t.begin + t.bytes;
     prev = &t;
   }
-  const uint64_t data_bytes = file.size() - h.data_start;
+  const uint64_t data_bytes = file_size - h.data_start;
   if (end != data_bytes)
-    return p.err("file size " + std::to_string(file.size()) + " bytes does not match the " +
+    return p.err("file size " + std::to_string(file_size) + " bytes does not match the " +
                  "header: tensor data ends at " + std::to_string(end) + ", so expected " +
                  std::to_string(h.data_start) + " + " + std::to_string(end) + " bytes");
   for (TensorInfo& t : h.tensors) t.begin += h.data_start;
   return h;
 }
 
+}  // namespace
+
+Result<SafetensorsHeader> parse_safetensors(std::span<const std::byte> file,
+                                            std::string_view label) {
+  return parse_header(file, file.size(), label);
+}
+
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   FERRY_ASSIGN_OR_RETURN(MappedFile map, MappedFile::open(path));
-  FERRY_ASSIGN_OR_RETURN(SafetensorsHeader header, parse_safetensors(map.bytes(), path));
+  // The header is copied out of the mapping under a guard (the file may be truncated under it)
+  // and parsed from the copy.
+  const std::span<const std::byte> bytes = map.bytes();
+  std::vector<std::byte> head(std::min<size_t>(bytes.size(), 8));
+  if (!head.empty())
+    FERRY_RETURN_IF_ERROR(guarded_copy(head.data(), bytes.data(), head.size(), map));
+  if (head.size() == 8) {
+    const uint64_t n = read_le64(head.data());
+    if (n > 0 && n <= kMaxHeaderBytes && n <= bytes.size() - 8) {
+      head.resize(8 + static_cast<size_t>(n));
+      FERRY_RETURN_IF_ERROR(
+          guarded_copy(head.data() + 8, bytes.data() + 8, static_cast<size_t>(n), map));
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(SafetensorsHeader header, parse_header(head, bytes.size(), path));
+  FERRY_RETURN_IF_ERROR(map.check_unchanged());
   SafetensorsFile f;
   f.map_ = std::move(map);
   f.header_ = std::move(header);

@@ -1,5 +1,6 @@
 // Writing safetensors files and sharded checkpoints. Data goes straight into a shared mapping of
-// the output file, filled by several threads, so a 22 GB checkpoint never sits in anonymous memory.
+// the output file, filled by several threads, so a 22 GB checkpoint never sits in anonymous memory;
+// the file is an AtomicFile (format/atomic_write.h), renamed over its target only when complete.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -12,11 +13,13 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
-#include <regex>
 #include <set>
 #include <thread>
 #include <utility>
 
+#include "core/interrupt.h"
+#include "format/atomic_write.h"
+#include "format/fault_guard.h"
 #include "format/safetensors.h"
 #include "format/strict_json.h"
 
@@ -60,17 +63,6 @@ Status check_metadata(const std::map<std::string, std::string>& metadata, const 
   return {};
 }
 
-// Closes and (unless released) removes a partly written temporary file.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  bool keep = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!keep) ::unlink(path.c_str());
-  }
-};
-
 struct Mapping {
   void* data = MAP_FAILED;
   size_t size = 0;
@@ -94,7 +86,8 @@ void prefault(std::byte* map_base, std::byte* begin, uint64_t size) {
 }
 
 // Runs every fill into its span with up to hardware_concurrency threads (largest first, so one
-// big embedding does not start last). Exceptions from fill come back as an error.
+// big embedding does not start last). Exceptions from fill come back as an error; an interrupt
+// (core/interrupt.h) stops the work between tensors.
 Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_base,
                      std::byte* data, const std::vector<uint64_t>& offsets,
                      const std::vector<uint64_t>& sizes, const std::string& path) {
@@ -107,6 +100,10 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_b
   std::string failure;  // written once, by the thread that sets `failed`
   auto work = [&] {
     for (size_t k = next++; k < order.size() && !failed; k = next++) {
+      if (pending_interrupt() != 0) {
+        failed = true;
+        break;
+      }
       const size_t i = order[k];
       prefault(map_base, data + offsets[i], sizes[i]);
       try {
@@ -124,6 +121,7 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_b
   for (size_t i = 1; i < n_threads; ++i) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
+  FERRY_RETURN_IF_ERROR(check_interrupt(": " + path + " was left as it was"));
   if (failed) return make_error(ErrorCode::internal, path + ": fill of tensor " + failure);
   return {};
 }
@@ -132,13 +130,10 @@ Status parallel_fill(const std::vector<TensorToWrite>& tensors, std::byte* map_b
 // model-NNNNN-of-NNNNN.safetensors) that the new one does not overwrite would be found by a
 // loader: remove those, as transformers' save_pretrained does. Other files are left alone.
 Status remove_stale_outputs(const std::string& dir, const std::set<std::string>& keep) {
-  static const std::regex shard(R"(model-[0-9]{5}-of-[0-9]{5}\.safetensors)");
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool ours = name == "model.safetensors" || name == "model.safetensors.index.json" ||
-                      std::regex_match(name, shard);
-    if (!ours || keep.count(name)) continue;
+    if (!is_weights_file_name(name) || keep.count(name)) continue;
     if (!fs::remove(e.path(), ec) || ec)
       return make_error(ErrorCode::io, e.path().string() + ": cannot remove stale file: " +
                                            (ec ? ec.message() : std::string("not removed")));
@@ -148,6 +143,37 @@ Status remove_stale_outputs(const std::string& dir, const std::set<std::string>&
 }
 
 }  // namespace
+
+bool is_weights_file_name(std::string_view name) {
+  if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
+  // model-NNNNN-of-NNNNN.safetensors
+  constexpr std::string_view kShape = "model-#####-of-#####.safetensors";
+  if (name.size() != kShape.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const bool digit = name[i] >= '0' && name[i] <= '9';
+    if (kShape[i] == '#' ? !digit : name[i] != kShape[i]) return false;
+  }
+  return true;
+}
+
+FolderPolicy checkpoint_folder_policy(bool force) {
+  auto part = [](const std::string& name) {
+    return name == "config.json" || is_weights_file_name(name);
+  };
+  FolderPolicy p;
+  p.force = force;
+  // synth writes tokenizer.json too: the new one replaces the old, never a link to it.
+  p.supersedes = [part](const std::string& name) { return part(name) || name == "tokenizer.json"; };
+  p.marks_kind = part;
+  // Before atomic writes, ferry wrote "<file>.tmp" in the checkpoint folder itself.
+  p.leftover = [part](const std::string& name) {
+    return name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+           part(name.substr(0, name.size() - 4));
+  };
+  p.kind = "checkpoint";
+  p.marks = "config.json, model.safetensors, model.safetensors.index.json";
+  return p;
+}
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata) {
@@ -185,33 +211,35 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
   if (total > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
     return make_error(ErrorCode::invalid_argument, path + ": file too large");
 
-  TempFile tmp{path + ".tmp"};
-  tmp.fd = ::open(tmp.path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (tmp.fd < 0) {
-    tmp.keep = true;  // nothing of ours to remove
-    return io_error(tmp.path, "cannot create", errno);
-  }
-  if (::ftruncate(tmp.fd, static_cast<off_t>(total)) != 0)
-    return io_error(tmp.path, "cannot size", errno);
-  // Reserve the blocks now: running out of disk later would be a SIGBUS on a mapped write.
-  if (int rc = ::posix_fallocate(tmp.fd, 0, static_cast<off_t>(total));
+  FERRY_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(path));
+  if (::ftruncate(out.fd(), static_cast<off_t>(total)) != 0)
+    return io_error(path, "cannot size", errno);
+  // Reserve the blocks now, so that a full disk is an error here rather than a failed store
+  // through the mapping (which the AbsorbedRegion below still catches where reserving is not
+  // possible, or on file systems that allocate on write).
+  if (int rc = ::posix_fallocate(out.fd(), 0, static_cast<off_t>(total));
       rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
-    return io_error(tmp.path, "cannot reserve space", rc);
+    return io_error(path, "cannot reserve space", rc);
   {
     Mapping map;
     map.size = static_cast<size_t>(total);
-    map.data = ::mmap(nullptr, map.size, PROT_READ | PROT_WRITE, MAP_SHARED, tmp.fd, 0);
-    if (map.data == MAP_FAILED) return io_error(tmp.path, "cannot mmap", errno);
+    map.data = ::mmap(nullptr, map.size, PROT_READ | PROT_WRITE, MAP_SHARED, out.fd(), 0);
+    if (map.data == MAP_FAILED) return io_error(path, "cannot mmap", errno);
+    AbsorbedRegion absorbed(map.data, map.size);
+    if (!absorbed.armed())
+      return make_error(ErrorCode::internal, path + ": too many writers at once");
     auto* bytes = static_cast<std::byte*>(map.data);
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((text.size() >> (8 * i)) & 0xFF);
     std::memcpy(bytes + 8, text.data(), text.size());
     FERRY_RETURN_IF_ERROR(parallel_fill(tensors, bytes, bytes + data_start, offsets, sizes, path));
+    if (absorbed.faults() > 0)
+      return make_error(ErrorCode::io, path + ": the file system refused " +
+                                           std::to_string(absorbed.faults()) +
+                                           " page(s) written through the mapping (out of space "
+                                           "or quota, or the file was truncated by another "
+                                           "process)");
   }
-  if (::close(std::exchange(tmp.fd, -1)) != 0) return io_error(tmp.path, "cannot close", errno);
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    return io_error(path, "cannot rename into place", errno);
-  tmp.keep = true;
-  return {};
+  return out.commit();
 }
 
 Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>& tensors,
@@ -245,6 +273,7 @@ Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>
   std::set<std::string> written;
   nlohmann::json weight_map = nlohmann::json::object();  // sorted by name, as transformers writes
   for (size_t i = 0; i < shards.size(); ++i) {
+    FERRY_RETURN_IF_ERROR(check_interrupt(": the write into " + dir + " was abandoned"));
     char name[64];
     std::snprintf(name, sizeof(name), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
     FERRY_RETURN_IF_ERROR(write_safetensors((fs::path(dir) / name).string(), shards[i], metadata));
@@ -252,18 +281,7 @@ Status write_checkpoint(const std::string& dir, const std::vector<TensorToWrite>
     for (const TensorToWrite& t : shards[i]) weight_map[t.name] = name;
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  const std::string text = index.dump(2) + "\n";
-  const std::string tmp = index_path.string() + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return io_error(tmp, "cannot create", errno);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed) {
-    std::remove(tmp.c_str());
-    return make_error(ErrorCode::io, tmp + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), index_path.string().c_str()) != 0)
-    return io_error(index_path.string(), "cannot rename into place", errno);
+  FERRY_RETURN_IF_ERROR(write_file_atomic(index_path.string(), index.dump(2) + "\n"));
   written.insert("model.safetensors.index.json");
   return remove_stale_outputs(dir, written);
 }

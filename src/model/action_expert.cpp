@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "core/finite.h"
 #include "model/group_view.h"
 #include "model/projections.h"
 
@@ -333,6 +334,9 @@ Status ActionExpert::run_out(Stream& stream, int step, const WeightGroup& group,
 Status ActionExpert::finish_step(Stream& stream, int step) {
   if (step < 0 || step >= num_steps()) return invalid("step out of range");
   FERRY_RETURN_IF_ERROR(backend_->synchronize(stream));
+  if (!all_finite_bf16(v_raw_)) {
+    return nonfinite_error("the action expert's velocity at flow step " + std::to_string(step));
+  }
   for (size_t i = 0; i < v_raw_.size(); ++i) v_host_[i] = bf16_to_f32(v_raw_[i]);
   // x ← x + Δ_i·v in fp32 (the velocity is bf16, x stays fp32: spec §6.4).
   euler_step(x_, v_host_, grid_.deltas[static_cast<size_t>(step)]);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "model/ego_history.h"
 #include "model/sampling.h"
 
 namespace ferry {
@@ -71,7 +72,22 @@ int64_t sum(std::span<const int64_t> v) {
   return s;
 }
 
+// The tokens of each prompt that are not filler text: chat template, image spans, ego history.
+int64_t qwen3_vl_fixed(int64_t image_tokens, int64_t images) {
+  return 3 + image_tokens + 2 * images + 5;
+}
+int64_t alpamayo_fixed(int64_t image_tokens, int64_t images, int64_t history) {
+  return (3 + kSystemTextTokens + 2) + 3 + image_tokens + 2 * images + (history + 2) + 2 + 4;
+}
+
 }  // namespace
+
+int64_t min_prompt_tokens(const ModelConfig& config, const Workload& w) {
+  if (config.alpamayo() != nullptr)
+    return alpamayo_fixed(image_tokens(w, config), w.num_images, kHistoryTokens) + 1;
+  if (config.vlm() != nullptr) return qwen3_vl_fixed(image_tokens(w, config), w.num_images) + 1;
+  return 1;
+}
 
 std::vector<int32_t> random_text_ids(uint64_t seed, int64_t length, int64_t vocab) {
   PromptBuilder b(seed, vocab);
@@ -83,7 +99,7 @@ Result<Prompt> qwen3_vl_prompt(uint64_t seed, int64_t target_tokens,
                                std::span<const int64_t> tokens_per_image,
                                const Qwen3VLConfig& config) {
   const int64_t fixed =
-      3 + sum(tokens_per_image) + 2 * static_cast<int64_t>(tokens_per_image.size()) + 5;
+      qwen3_vl_fixed(sum(tokens_per_image), static_cast<int64_t>(tokens_per_image.size()));
   PromptBuilder b(seed, config.text.vocab_size);
   b.reserve(config);
   b.tok(kImStart);
@@ -103,8 +119,8 @@ Result<Prompt> alpamayo_prompt(uint64_t seed, int64_t target_tokens,
                                std::span<const int64_t> tokens_per_image,
                                std::span<const int32_t> history_ids, const AlpamayoConfig& config) {
   const auto n_hist = static_cast<int64_t>(history_ids.size());
-  const int64_t fixed = (3 + kSystemTextTokens + 2) + 3 + sum(tokens_per_image) +
-                        2 * static_cast<int64_t>(tokens_per_image.size()) + (n_hist + 2) + 2 + 4;
+  const int64_t fixed =
+      alpamayo_fixed(sum(tokens_per_image), static_cast<int64_t>(tokens_per_image.size()), n_hist);
   PromptBuilder b(seed, config.vlm.text.vocab_size);
   b.reserve(config.vlm);
   b.tok(kImStart);

@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "model/workload.h"
 
 namespace ferry {
 
@@ -29,6 +30,11 @@ struct Prompt {
   std::vector<int32_t> ids;
   std::vector<int32_t> image_rows;  // positions of the <|image_pad|> tokens, in order
 };
+
+// The shortest prompt the model's builder below makes for this workload: its fixed parts (chat
+// template, image spans, ego history) plus one filler token. A shorter prompt_tokens is
+// lengthened to this; the CLI refuses it instead.
+int64_t min_prompt_tokens(const ModelConfig& config, const Workload& w);
 
 // `length` seeded random ordinary ids in [0, min(vocab, 151643)).
 std::vector<int32_t> random_text_ids(uint64_t seed, int64_t length, int64_t vocab);

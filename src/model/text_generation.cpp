@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/bf16.h"
+#include "core/finite.h"
 
 #include "model/inference.h"
 
@@ -57,6 +58,12 @@ Status TextGeneration::begin(Stream& stream, const Call& call) {
 
 Status TextGeneration::finish_step(Stream& stream, const Call& call) {
   FERRY_RETURN_IF_ERROR(decoder_.read_logits(stream, logits_raw_));
+  // Damaged weights show here first for a text model (a few µs over the vocabulary).
+  if (!all_finite_bf16(logits_raw_)) {
+    return nonfinite_error(call.phase == Phase::prefill
+                               ? std::string("the LM logits at prefill")
+                               : "the LM logits at decode step " + std::to_string(call.step));
+  }
   // Float logits only where they are kept or sampled from: greedy selection reads the bf16 bits
   // (the same order as their float values), which saves a pass over the vocabulary every step.
   const bool keep = call.phase == Phase::prefill || params_.keep_all_logits;

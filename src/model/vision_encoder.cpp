@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/finite.h"
 #include "model/group_view.h"
 #include "model/vision_tables.h"
 
@@ -320,7 +321,34 @@ Status VisionEncoder::run_deepstack(Stream& stream, int k, const WeightGroup& gr
 }
 
 Status VisionEncoder::run_merger(Stream& stream, const WeightGroup& group, void* base) {
-  return run_merger_impl(stream, group, base, /*postshuffle=*/false, image_embeds());
+  FERRY_RETURN_IF_ERROR(
+      run_merger_impl(stream, group, base, /*postshuffle=*/false, image_embeds()));
+  return check_outputs(stream);
+}
+
+// A NaN or Inf in any weight of the tower reaches every row of an image (it makes a column of
+// every row non-finite, and the next norm or attention spreads that over the row), so the first
+// row of each image of each output shows the damage, for a few KB read back.
+Status VisionEncoder::check_outputs(Stream& stream) {
+  const int64_t w = config_.out_hidden_size;
+  const std::vector<int64_t> per_image = tokens_per_image();
+  std::vector<uint16_t> rows(per_image.size() * static_cast<size_t>(w));
+  for (int k = -1; k < num_deepstack(); ++k) {
+    const TensorView out = k < 0 ? image_embeds() : deepstack(k);
+    int64_t first = 0;
+    for (size_t i = 0; i < per_image.size(); ++i) {
+      const auto* row = static_cast<const uint16_t*>(out.data) + first * out.stride();
+      backend_->copy_to_host(stream, rows.data() + i * static_cast<size_t>(w), row,
+                             static_cast<size_t>(w) * sizeof(uint16_t));
+      first += per_image[i];
+    }
+    FERRY_RETURN_IF_ERROR(backend_->synchronize(stream));
+    if (!all_finite_bf16(rows)) {
+      return nonfinite_error(k < 0 ? std::string("the vision encoder's output")
+                                   : "the vision encoder's deepstack output " + std::to_string(k));
+    }
+  }
+  return {};
 }
 
 namespace {

@@ -56,7 +56,8 @@ class VisionEncoder {
   // "vision.deepstack.K": reads the CURRENT hidden state, so it must run right after block
   // deepstack_visual_indexes[k] (§3.4 step 7, §3.5).
   Status run_deepstack(Stream& stream, int k, const WeightGroup& group, void* base);
-  // "vision.merger" (§3.5).
+  // "vision.merger" (§3.5). Then reads back the first row of each image of every output
+  // (synchronizing the stream) and returns a `damaged` error if one holds a NaN or Inf.
   Status run_merger(Stream& stream, const WeightGroup& group, void* base);
 
   TensorView hidden() const;          // [num_patches, hidden] bf16: the residual stream
@@ -67,6 +68,7 @@ class VisionEncoder {
   uint64_t activation_bytes() const;
 
  private:
+  Status check_outputs(Stream& stream);
   VisionEncoder() = default;
   // Calls f(buffer, rows, cols, dtype) for every device buffer, in one fixed order.
   template <class F>

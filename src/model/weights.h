@@ -115,6 +115,11 @@ class Checkpoint;
 // has no tensor the table does not name.
 Status bind_checkpoint(const ModelWeights& weights, const Checkpoint& checkpoint);
 
+// Before binding: a tensor whose dtype in the checkpoint differs from the one the config's dtype
+// gives it is a `format` error that names both and where each comes from.
+Status check_checkpoint_dtypes(const ModelConfig& config, const ModelWeights& weights,
+                               const Checkpoint& checkpoint);
+
 // The models run BF16 weights only: an error naming the first tensor of another dtype (a config
 // that says float16 or float32), raised before anything is loaded.
 Status check_runnable_dtypes(const ModelWeights& weights);

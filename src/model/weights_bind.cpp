@@ -14,4 +14,21 @@ Status bind_checkpoint(const ModelWeights& weights, const Checkpoint& checkpoint
   return bind_tensors(weights, tensors, checkpoint.dir());
 }
 
+Status check_checkpoint_dtypes(const ModelConfig& config, const ModelWeights& weights,
+                               const Checkpoint& checkpoint) {
+  for (const WeightGroup& g : weights.groups) {
+    for (const WeightSpec& s : g.tensors) {
+      const Checkpoint::Entry* e = checkpoint.find(s.checkpoint_name);
+      if (e == nullptr || e->info->dtype == s.dtype) continue;
+      return make_error(ErrorCode::format, checkpoint.dir() + ": tensor " + s.checkpoint_name +
+                                               " is " + std::string(dtype_name(e->info->dtype)) +
+                                               " in the checkpoint, but config.json's dtype ('" +
+                                               config.text().dtype + "') makes it " +
+                                               std::string(dtype_name(s.dtype)) +
+                                               ": the config and the weights disagree");
+    }
+  }
+  return {};
+}
+
 }  // namespace ferry

@@ -1,13 +1,13 @@
 #include "tokenizer/synthetic.h"
 
 #include <array>
-#include <fstream>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "format/atomic_write.h"
 #include "tokenizer/byte_level.h"
 
 namespace ferry {
@@ -210,12 +210,7 @@ Result<std::string> synthetic_tokenizer_json(const ModelConfig& config) {
 
 Status write_synthetic_tokenizer(const std::string& dir, const ModelConfig& config) {
   FERRY_ASSIGN_OR_RETURN(std::string text, synthetic_tokenizer_json(config));
-  const std::string path = dir + "/tokenizer.json";
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return make_error(ErrorCode::io, path + ": cannot write");
-  return Status();
+  return write_file_atomic(dir + "/tokenizer.json", text);
 }
 
 }  // namespace ferry

@@ -106,7 +106,7 @@ TEST(SynthCli, RefusesANonEmptyFolderUnlessForced) {
   const size_t sharded = std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator());
   CliRun again = ferry("synth --preset qwen3-tiny --out " + dir.str());
   EXPECT_EQ(again.code, 2);
-  EXPECT_NE(again.err.find("is not empty"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("holds a checkpoint (use --force"), std::string::npos) << again.err;
   std::ofstream(dir / "notes.txt") << "keep me";
   CliRun forced = ferry("synth --preset qwen3-tiny --out " + dir.str() + " --force");
   ASSERT_EQ(forced.code, 0) << forced.err;
@@ -175,7 +175,10 @@ TEST(InspectCli, UnrecognizedConfigFallsBackToPrefixes) {
   ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + dir.str()).code, 0);
   std::ofstream(dir / "config.json") << R"({"model_type": "gpt2"})";
   CliRun r = ferry("inspect " + dir.str());
-  ASSERT_EQ(r.code, 0) << r.err;
+  // Printed by prefix, and a non-zero exit: no known architecture binds it.
+  ASSERT_EQ(r.code, 1) << r.err;
+  EXPECT_FALSE(r.signaled);
+  EXPECT_NE(r.err.find("does not bind to a known architecture"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("architecture: unknown"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("'gpt2'"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model.layers.0-3"), std::string::npos) << r.out;

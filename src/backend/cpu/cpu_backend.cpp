@@ -2,6 +2,8 @@
 // for the ops (cpu_ops.h).
 #include "backend/cpu/cpu_backend.h"
 
+#include "format/fault_guard.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -104,6 +106,12 @@ class CpuBackend final : public Backend {
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
     if (refuse_while_capturing(as_cpu(stream), "a copy from the host")) return;
     enqueue_copy(stream, dst, host_src, bytes);
+  }
+  void copy_from_mapping(Stream& stream, void* dst, const void* src, size_t bytes,
+                         const MappedFile& file) override {
+    if (refuse_while_capturing(as_cpu(stream), "a copy from the host")) return;
+    as_cpu(stream).enqueue(
+        [dst, src, bytes, &file] { return guarded_copy(dst, src, bytes, file); });
   }
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override {
     if (refuse_while_capturing(as_cpu(stream), "a copy to the host")) return;
