@@ -2,7 +2,13 @@
 """Times transformers (PyTorch eager, every weight on the GPU) on a ferry-synthesized checkpoint
 and workload, so that ferry's numbers are always a ratio measured side by side on one GPU.
 
-  python3 bench/peer_transformers.py --model DIR [--runs 3] [--json]
+  python3 bench/peer_transformers.py --model DIR [--runs 3] [--json] [--max-memory 15GiB]
+
+--max-memory SIZE caps the GPU the way Accelerate users do: the whole model is built on the CPU,
+`infer_auto_device_map(max_memory={0: SIZE, "cpu": ...})` places what fits (decoder layers and
+vision blocks never split), `dispatch_model` offloads the rest, and Accelerate's hooks move each
+offloaded module's weights to the GPU for every call. The peak device memory torch allocated is
+reported next to the cap.
 
 Workloads (the ones ferry bench uses):
   qwen3 / llama : --prompt-tokens (1500) random ids, --tokens (21) greedy tokens.
@@ -48,8 +54,12 @@ def random_ids(n, vocab, seed, avoid=()):
     return ids
 
 
+WARMUP = 1
+
+
 def time_runs(fn, runs):
-    fn()  # warm-up
+    for _ in range(WARMUP):
+        fn()
     times = []
     for _ in range(runs):
         t0 = sync_time()
@@ -62,10 +72,39 @@ def time_runs(fn, runs):
     return total, per_stage, [t for t, _ in times]
 
 
+def parse_size(text):
+    """'15GiB' -> bytes (binary units with i, decimal without, as ferry's --vram)."""
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+    t = text.strip().upper()
+    num = t.rstrip("KMGTIB")
+    return int(float(num) * units[t[len(num):]])
+
+
+def offload(module, args, no_split):
+    """Accelerate's device_map="auto" under --max-memory: place what fits on GPU 0, the rest on
+    the CPU with hooks that copy it in for every forward."""
+    from accelerate import dispatch_model, infer_auto_device_map
+
+    cap = parse_size(args.max_memory)
+    device_map = infer_auto_device_map(module, max_memory={0: cap, "cpu": 2**40},
+                                       no_split_module_classes=no_split, dtype=torch.bfloat16)
+    placed = {}
+    for where in device_map.values():
+        placed[str(where)] = placed.get(str(where), 0) + 1
+    print(f"peer: accelerate places {placed} (modules per device) under {args.max_memory}",
+          file=sys.stderr)
+    return dispatch_model(module, device_map=device_map, main_device=0)
+
+
 def bench_text(model_dir, args):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(DEVICE).eval()
+    if args.max_memory:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
+        model = offload(model, args, ["Qwen3DecoderLayer", "LlamaDecoderLayer"])
+    else:
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(DEVICE).eval()
     vocab = model.config.vocab_size
     ids = random_ids(args.prompt_tokens, vocab, args.seed).unsqueeze(0).to(DEVICE)
 
@@ -139,12 +178,22 @@ def bench_vl(model_dir, args, cfg):
 
 def bench_alpamayo(model_dir, args, cfg):
     tensors = hf_models.load_all_tensors(model_dir)
-    vlm = hf_models.alpamayo_vlm(cfg, tensors, DEVICE)
-    expert = hf_models.alpamayo_expert(cfg, tensors, DEVICE)
+    build = "cpu" if args.max_memory else DEVICE
+    vlm = hf_models.alpamayo_vlm(cfg, tensors, build)
+    expert = hf_models.alpamayo_expert(cfg, tensors, build)
     action_in, action_out = hf_models.alpamayo_action_modules(cfg, tensors)
-    action_in = action_in.to(torch.bfloat16).to(DEVICE).eval()
-    action_out = action_out.to(torch.bfloat16).to(DEVICE).eval()
+    action_in = action_in.to(torch.bfloat16).eval()
+    action_out = action_out.to(torch.bfloat16).eval()
     del tensors
+    if args.max_memory:
+        # One module over the whole model, so that the cap is shared by the VLM and the expert.
+        whole = torch.nn.ModuleDict({"vlm": vlm, "expert": expert, "action_in": action_in,
+                                     "action_out": action_out})
+        whole = offload(whole, args, ["Qwen3VLTextDecoderLayer", "Qwen3VLVisionBlock"])
+        vlm, expert = whole["vlm"], whole["expert"]
+        action_in, action_out = whole["action_in"], whole["action_out"]
+    else:
+        action_in, action_out = action_in.to(DEVICE), action_out.to(DEVICE)
     n_way = cfg.get("action_space_cfg", {}).get("n_waypoints", 64)
 
     @torch.no_grad()
@@ -189,9 +238,15 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true")
     p.add_argument("--device", default="cuda", help="torch device (cpu only to test this script)")
+    p.add_argument("--max-memory", default=None,
+                   help="GPU cap for Accelerate offloading (15GiB, 8GiB); default: all on the GPU")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
     args = p.parse_args()
-    global DEVICE
+    global DEVICE, WARMUP
     DEVICE = args.device
+    WARMUP = args.warmup
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     cfg = load_config(args.model)
     kind = cfg.get("model_type", "")
     if kind in ("qwen3", "llama"):
@@ -216,6 +271,9 @@ def main():
         "runs_s": runs,
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else DEVICE,
+        "max_memory": args.max_memory,
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated() if DEVICE == "cuda" else None,
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved() if DEVICE == "cuda" else None,
     }
     if args.json:
         print(json.dumps(result))
