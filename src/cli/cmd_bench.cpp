@@ -151,7 +151,7 @@ void bench(const BenchArgs& a) {
     auto stream = backend->create_stream();
     if (say) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
     progress->stage("measuring the machine's limits");
-    limits = report.check(measure_machine_limits(*backend, *stream));
+    limits = report.check(measure_machine_limits(*backend, *stream, so.vram.value_or(0)));
   }
   if (say) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
   progress->stage("loading weights");

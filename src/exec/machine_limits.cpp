@@ -36,11 +36,18 @@ Result<DeviceBuffer> random_bf16(Backend& backend, Stream& stream, int64_t eleme
 
 }  // namespace
 
-Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream) {
+Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream,
+                                             uint64_t budget) {
   const bool cpu = backend.name() == "cpu";
   MachineLimits m;
   m.gemm_size = cpu ? 256 : 8192;
   m.copy_bytes = cpu ? (64ull << 20) : (2ull << 30);
+  // Under a budget the probes stay well inside it too (two copy buffers, the GEMM's three
+  // matrices, one host-link buffer at once): an eighth of it each, the GEMM at most 4096^3.
+  if (budget > 0) {
+    m.copy_bytes = std::min<uint64_t>(m.copy_bytes, budget / 8 / 256 * 256);
+    if (!cpu && uint64_t{8192} * 8192 * 2 * 3 > budget / 4) m.gemm_size = 4096;
+  }
   const int reps = cpu ? 3 : 20;
   const int64_t n = m.gemm_size;
 
@@ -82,7 +89,7 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream) {
   m.copy_bandwidth = 2.0 * static_cast<double>(m.copy_bytes) / median(times);
 
   // The host link: page-locked host memory to the device in one copy, as large as a layer.
-  m.h2d_bytes = cpu ? (64ull << 20) : (384ull << 20);
+  m.h2d_bytes = std::min<uint64_t>(cpu ? (64ull << 20) : (384ull << 20), m.copy_bytes);
   FERRY_ASSIGN_OR_RETURN(HostBuffer h, backend.allocate_host(m.h2d_bytes));
   std::fill_n(static_cast<unsigned char*>(h.data()), m.h2d_bytes, static_cast<unsigned char>(7));
   times.clear();

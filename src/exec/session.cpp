@@ -67,12 +67,12 @@ Plan default_plan(const ModelWeights& weights, const std::vector<Call>& calls, u
     Plan trial = p;
     trial.placement[i] = Placement::resident;
     if (used + g.bytes + slot_cost(trial) > room) continue;
+    used += g.bytes;
     if (g.kind == GroupKind::decoder_layer) {
-      ++text_layers;
-      continue;  // placed below, interleaved
+      ++text_layers;  // placed below, interleaved (every text layer has the same size)
+      continue;
     }
     p.placement[i] = Placement::resident;
-    used += g.bytes;
   }
   const std::vector<int> chosen = interleaved_layers(text_layers, text_total);
   for (size_t i = 0; i < weights.groups.size(); ++i) {

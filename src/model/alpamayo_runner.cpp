@@ -163,6 +163,7 @@ class VisionLanguageRunner final : public ModelRunner {
   const Workload workload_;
   const InferenceOptions options_;
   std::vector<Call> calls_;
+  SharedRegion shared_;  // declared before its users: destroyed after them
   std::optional<VisionEncoder> vision_;
   HostBuffer pixel_buffer_;  // page-locked on CUDA: the upload runs at the link's speed
   std::span<float> pixels_;
@@ -178,21 +179,16 @@ Status VisionLanguageRunner::init() {
   const AlpamayoConfig* alpamayo = config_.alpamayo();
   FERRY_ASSIGN_OR_RETURN(calls_, call_sequence(weights_, config_, workload_));
 
-  // Vision inputs.
+  // Vision geometry (the buffers come once the prompt's length is known, below).
+  std::vector<ImageGeometry> geoms(static_cast<size_t>(workload_.num_images),
+                                   ImageGeometry{workload_.image_height, workload_.image_width});
   std::vector<int64_t> tokens_per_image;
+  uint64_t vision_work = 0;
   if (workload_.num_images > 0) {
-    std::vector<ImageGeometry> geoms(static_cast<size_t>(workload_.num_images),
-                                     ImageGeometry{workload_.image_height, workload_.image_width});
-    FERRY_ASSIGN_OR_RETURN(VisionEncoder enc, VisionEncoder::create(vlm->vision, backend_, geoms));
-    tokens_per_image = enc.tokens_per_image();
-    grids_ = enc.merged_grids();
-    const int64_t count = pixel_value_count(geoms, vlm->vision);
-    FERRY_ASSIGN_OR_RETURN(pixel_buffer_,
-                           backend_.allocate_host(static_cast<size_t>(count) * sizeof(float)));
-    pixels_ =
-        std::span<float>(static_cast<float*>(pixel_buffer_.data()), static_cast<size_t>(count));
-    synthetic_pixel_values_into(sub_seed(workload_.seed, 3), geoms, vlm->vision, pixels_);
-    vision_.emplace(std::move(enc));
+    FERRY_ASSIGN_OR_RETURN(VisionEncoder shape, VisionEncoder::describe(vlm->vision, geoms));
+    tokens_per_image = shape.tokens_per_image();
+    grids_ = shape.merged_grids();
+    vision_work = shape.work_bytes();
   }
 
   // Prompt and rotary positions.
@@ -211,6 +207,24 @@ Status VisionLanguageRunner::init() {
   FERRY_ASSIGN_OR_RETURN(RopePositions positions,
                          rope_index(prompt.ids, static_cast<int32_t>(vlm->image_token_id), grids_));
 
+  // The vision tower's working buffers and the text decoder's activations take turns in one
+  // region (model/shared_region.h): a budget holds the larger, not both.
+  const uint64_t text_work =
+      TextDecoder::activation_bytes(vlm->text, static_cast<int64_t>(prompt.ids.size()));
+  FERRY_ASSIGN_OR_RETURN(shared_, SharedRegion::allocate(backend_, std::max(vision_work, text_work),
+                                                         "vision | text activations"));
+  if (workload_.num_images > 0) {
+    FERRY_ASSIGN_OR_RETURN(VisionEncoder enc,
+                           VisionEncoder::create(vlm->vision, backend_, geoms, &shared_));
+    const int64_t count = pixel_value_count(geoms, vlm->vision);
+    FERRY_ASSIGN_OR_RETURN(pixel_buffer_,
+                           backend_.allocate_host(static_cast<size_t>(count) * sizeof(float)));
+    pixels_ =
+        std::span<float>(static_cast<float*>(pixel_buffer_.data()), static_cast<size_t>(count));
+    synthetic_pixel_values_into(sub_seed(workload_.seed, 3), geoms, vlm->vision, pixels_);
+    vision_.emplace(std::move(enc));
+  }
+
   GenerationParams params;
   params.gen_tokens = workload_.gen_tokens;
   params.decode_steps = decode_steps(config_, workload_);
@@ -225,7 +239,7 @@ Status VisionLanguageRunner::init() {
   }
   FERRY_ASSIGN_OR_RETURN(
       TextGeneration text,
-      TextGeneration::create(vlm->text, backend_, prompt.ids, positions, params));
+      TextGeneration::create(vlm->text, backend_, prompt.ids, positions, params, &shared_));
   text_.emplace(std::move(text));
   if (vision_) {
     VisualInjection inj;

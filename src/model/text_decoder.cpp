@@ -8,10 +8,8 @@
 
 namespace ferry {
 
-namespace {
-
-// Lays out views in one allocation at kGroupAlignment offsets.
-class Carver {
+// Views laid out at 256-byte offsets of one buffer, bound once the buffer exists.
+class ActivationLayout {
  public:
   TensorView* add(TensorView* v, DType dtype, int64_t rows, int64_t cols) {
     specs_.push_back({v, dtype, rows, cols, offset_});
@@ -37,6 +35,8 @@ class Carver {
   uint64_t offset_ = 0;
 };
 
+namespace {
+
 Result<TensorView> weight(const WeightGroup& group, void* base, std::string_view name) {
   if (group.find(name) == nullptr) {
     return make_error(ErrorCode::internal,
@@ -47,8 +47,37 @@ Result<TensorView> weight(const WeightGroup& group, void* base, std::string_view
 
 }  // namespace
 
+// Every activation of a decoder for steps of up to `m` tokens, laid out at 256-byte offsets.
+void TextDecoder::layout(ActivationLayout& c, const TextConfig& config, int64_t m) {
+  const int64_t qdim = config.num_heads * config.head_dim;
+  const int64_t kv_dim = config.num_kv_heads * config.head_dim;
+  c.add(&ids_, DType::i32, m, 1);
+  c.add(&pos_, DType::i32, m, 3);
+  c.add(&cos_, DType::f32, m, config.head_dim / 2);
+  c.add(&sin_, DType::f32, m, config.head_dim / 2);
+  c.add(&rows_, DType::i32, m, 1);
+  c.add(&kv_rows_, DType::i32, m, 1);
+  c.add(&x_, DType::bf16, m, config.hidden_size);
+  c.add(&norm_, DType::bf16, m, config.hidden_size);
+  c.add(&qkv_, DType::bf16, m, qdim + 2 * kv_dim);
+  c.add(&attn_, DType::bf16, m, qdim);
+  c.add(&proj_, DType::bf16, m, config.hidden_size);
+  c.add(&gate_up_, DType::bf16, m, 2 * config.intermediate_size);
+  c.add(&act_, DType::bf16, m, config.intermediate_size);
+  c.add(&head_in_, DType::bf16, 1, config.hidden_size);
+  c.add(&logits_, DType::bf16, 1, config.vocab_size);
+}
+
+uint64_t TextDecoder::activation_bytes(const TextConfig& config, int64_t max_step_tokens) {
+  TextDecoder d;
+  ActivationLayout c;
+  d.layout(c, config, max_step_tokens);
+  return c.bytes();
+}
+
 Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backend,
-                                        int64_t max_step_tokens, int64_t cache_capacity) {
+                                        int64_t max_step_tokens, int64_t cache_capacity,
+                                        SharedRegion* activations) {
   if (config.hidden_size <= 0 || config.num_layers <= 0 || config.num_heads <= 0 ||
       config.num_kv_heads <= 0 || config.head_dim <= 0 || config.head_dim % 2 != 0 ||
       config.num_heads % config.num_kv_heads != 0 || config.vocab_size <= 0 ||
@@ -66,28 +95,17 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   d.config_ = config;
   d.backend_ = &backend;
   d.max_tokens_ = max_step_tokens;
-  const int64_t m = max_step_tokens;
-  const int64_t qdim = config.num_heads * config.head_dim;
   const int64_t kv_dim = config.num_kv_heads * config.head_dim;
   FERRY_ASSIGN_OR_RETURN(d.cache_,
                          KvCache::create(backend, config.num_layers, cache_capacity, kv_dim));
-  Carver c;
-  c.add(&d.ids_, DType::i32, m, 1);
-  c.add(&d.pos_, DType::i32, m, 3);
-  c.add(&d.cos_, DType::f32, m, config.head_dim / 2);
-  c.add(&d.sin_, DType::f32, m, config.head_dim / 2);
-  c.add(&d.rows_, DType::i32, m, 1);
-  c.add(&d.kv_rows_, DType::i32, m, 1);
-  c.add(&d.x_, DType::bf16, m, config.hidden_size);
-  c.add(&d.norm_, DType::bf16, m, config.hidden_size);
-  c.add(&d.qkv_, DType::bf16, m, qdim + 2 * kv_dim);
-  c.add(&d.attn_, DType::bf16, m, qdim);
-  c.add(&d.proj_, DType::bf16, m, config.hidden_size);
-  c.add(&d.gate_up_, DType::bf16, m, 2 * config.intermediate_size);
-  c.add(&d.act_, DType::bf16, m, config.intermediate_size);
-  c.add(&d.head_in_, DType::bf16, 1, config.hidden_size);
-  c.add(&d.logits_, DType::bf16, 1, config.vocab_size);
-  FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(c.bytes(), "text activations"));
+  ActivationLayout c;
+  d.layout(c, config, max_step_tokens);
+  if (activations != nullptr) {
+    SharedRegion::Carver carve = activations->carver();
+    FERRY_ASSIGN_OR_RETURN(d.arena_, carve.take(c.bytes()));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(c.bytes(), "text activations"));
+  }
   c.bind(d.arena_.data());
   return d;
 }

@@ -22,6 +22,7 @@
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/shared_region.h"
 #include "model/weights.h"
 
 namespace ferry {
@@ -34,11 +35,18 @@ struct VisualInjection {
   std::vector<int32_t> rows;          // [n] prompt positions
 };
 
+class ActivationLayout;  // text_decoder.cpp
+
 class TextDecoder {
  public:
   // max_step_tokens: the longest step (the prompt); cache_capacity: prompt + generated tokens.
+  // `activations`: carve the activation buffers from this region (shared with the vision
+  // tower's working buffers, model/shared_region.h) instead of allocating them.
   static Result<TextDecoder> create(const TextConfig& config, Backend& backend,
-                                    int64_t max_step_tokens, int64_t cache_capacity);
+                                    int64_t max_step_tokens, int64_t cache_capacity,
+                                    SharedRegion* activations = nullptr);
+  // The bytes of the activation buffers create() lays out (the KV cache apart).
+  static uint64_t activation_bytes(const TextConfig& config, int64_t max_step_tokens);
 
   TextDecoder(TextDecoder&&) noexcept = default;
   TextDecoder& operator=(TextDecoder&&) noexcept = default;
@@ -76,6 +84,7 @@ class TextDecoder {
 
  private:
   TextDecoder() = default;
+  void layout(ActivationLayout& c, const TextConfig& config, int64_t max_step_tokens);
   // Whether layer `layer`'s MLP output is still in proj_, not yet added to x_ (the next layer's
   // input norm or the head adds it, in one op with the norm). Derived from the layer index and
   // the step's visual inputs, never tracked: a replayed layer runs no host code, so state that

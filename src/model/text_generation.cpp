@@ -11,7 +11,8 @@ namespace ferry {
 
 Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend& backend,
                                               std::vector<int32_t> prompt, RopePositions positions,
-                                              const GenerationParams& params) {
+                                              const GenerationParams& params,
+                                              SharedRegion* activations) {
   if (prompt.empty()) return make_error(ErrorCode::invalid_argument, "generation: empty prompt");
   if (positions.pos.size() != prompt.size() * 3) {
     return make_error(ErrorCode::internal, "generation: positions do not match the prompt");
@@ -20,8 +21,8 @@ Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend&
     return make_error(ErrorCode::invalid_argument, "generation: too few decode steps");
   }
   const auto s = static_cast<int64_t>(prompt.size());
-  FERRY_ASSIGN_OR_RETURN(TextDecoder d,
-                         TextDecoder::create(config, backend, s, s + params.decode_steps));
+  FERRY_ASSIGN_OR_RETURN(
+      TextDecoder d, TextDecoder::create(config, backend, s, s + params.decode_steps, activations));
   return TextGeneration(std::move(d), std::move(prompt), std::move(positions), params);
 }
 

@@ -30,9 +30,11 @@ struct GenerationParams {
 
 class TextGeneration {
  public:
+  // `activations`: see TextDecoder::create.
   static Result<TextGeneration> create(const TextConfig& config, Backend& backend,
                                        std::vector<int32_t> prompt, RopePositions positions,
-                                       const GenerationParams& params);
+                                       const GenerationParams& params,
+                                       SharedRegion* activations = nullptr);
 
   // Image embeddings and deepstack features, injected at prefill.
   void set_visual(VisualInjection visual) { visual_ = std::move(visual); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/finite.h"
@@ -59,8 +60,8 @@ Status VisionEncoder::for_each_buffer(F&& f) {
   return Status::ok_status();
 }
 
-Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend& backend,
-                                            std::vector<ImageGeometry> images) {
+Result<VisionEncoder> VisionEncoder::prepare(const VisionConfig& config, Backend* backend,
+                                             std::vector<ImageGeometry> images) {
   const VisionConfig& c = config;
   if (c.depth <= 0 || c.hidden_size <= 0 || c.num_heads <= 0 || c.intermediate_size <= 0 ||
       c.out_hidden_size <= 0 || c.patch_size <= 0 || c.in_channels <= 0 ||
@@ -83,7 +84,7 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
 
   VisionEncoder e;
   e.config_ = config;
-  e.backend_ = &backend;
+  e.backend_ = backend;
   e.block_act_ = act;
   const int64_t unit = c.patch_size * c.spatial_merge_size;
   for (const ImageGeometry& g : images) {
@@ -115,11 +116,51 @@ Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend&
     e.rope_sin_host_.insert(e.rope_sin_host_.end(), rt.sin.begin(), rt.sin.end());
   }
 
-  FERRY_RETURN_IF_ERROR(e.for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols,
-                                              DType dtype) -> Status {
-    FERRY_ASSIGN_OR_RETURN(buf, allocate_matrix(backend, rows, cols, dtype, "vision activations"));
+  return e;
+}
+
+bool VisionEncoder::is_output(const DeviceBuffer& buf) const {
+  if (&buf == &embeds_) return true;
+  for (const DeviceBuffer& d : deepstack_) {
+    if (&buf == &d) return true;
+  }
+  return false;
+}
+
+Result<VisionEncoder> VisionEncoder::describe(const VisionConfig& config,
+                                              std::vector<ImageGeometry> images) {
+  return prepare(config, nullptr, std::move(images));
+}
+
+uint64_t VisionEncoder::work_bytes() {
+  uint64_t total = 0;
+  // The lambda never fails: for_each_buffer's status is always ok here.
+  (void)for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols, DType dtype) -> Status {
+    if (!is_output(buf)) {
+      total += SharedRegion::carved_bytes(static_cast<uint64_t>(rows * cols) * dtype_size(dtype));
+    }
     return Status::ok_status();
-  }));
+  });
+  return total;
+}
+
+Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend& backend,
+                                            std::vector<ImageGeometry> images, SharedRegion* work) {
+  FERRY_ASSIGN_OR_RETURN(VisionEncoder e, prepare(config, &backend, std::move(images)));
+  std::optional<SharedRegion::Carver> carve;
+  if (work != nullptr) carve.emplace(work->carver());
+  FERRY_RETURN_IF_ERROR(
+      e.for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols, DType dtype) -> Status {
+        if (carve && !e.is_output(buf)) {
+          // Sizes were checked when work_bytes laid the same buffers out.
+          FERRY_ASSIGN_OR_RETURN(
+              buf, carve->take(static_cast<uint64_t>(rows * cols) * dtype_size(dtype)));
+        } else {
+          FERRY_ASSIGN_OR_RETURN(buf,
+                                 allocate_matrix(backend, rows, cols, dtype, "vision activations"));
+        }
+        return Status::ok_status();
+      }));
   return e;
 }
 

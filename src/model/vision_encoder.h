@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/shared_region.h"
 #include "model/weights.h"
 
 namespace ferry {
@@ -30,8 +31,18 @@ struct ImageGeometry {
 class VisionEncoder {
  public:
   // Checks the geometry against the config and allocates every activation buffer up front.
+  // `work`: carve the working buffers (all but the image embeddings and deepstack features,
+  // which the prefill reads) from this region, shared with the text decoder's activations
+  // (model/shared_region.h), instead of allocating them.
   static Result<VisionEncoder> create(const VisionConfig& config, Backend& backend,
-                                      std::vector<ImageGeometry> images);
+                                      std::vector<ImageGeometry> images,
+                                      SharedRegion* work = nullptr);
+  // The encoder's checks and geometry without any buffer (tokens_per_image, merged_grids and
+  // work_bytes answer; nothing runs on it).
+  static Result<VisionEncoder> describe(const VisionConfig& config,
+                                        std::vector<ImageGeometry> images);
+  // The bytes create() carves from `work`.
+  uint64_t work_bytes();
 
   VisionEncoder(VisionEncoder&&) noexcept = default;
   VisionEncoder& operator=(VisionEncoder&&) noexcept = default;
@@ -70,6 +81,11 @@ class VisionEncoder {
  private:
   Status check_outputs(Stream& stream);
   VisionEncoder() = default;
+  // Checks and geometry, no buffers (backend may be null: work_bytes).
+  static Result<VisionEncoder> prepare(const VisionConfig& config, Backend* backend,
+                                       std::vector<ImageGeometry> images);
+  // The image embeddings and deepstack features: read by the prefill, never shared.
+  bool is_output(const DeviceBuffer& buf) const;
   // Calls f(buffer, rows, cols, dtype) for every device buffer, in one fixed order.
   template <class F>
   Status for_each_buffer(F&& f);

@@ -202,3 +202,46 @@ TEST(StreamingChecks, AMissingWaitChangesTheOutput) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// The plan chosen under a budget fits it, from the smallest budget to all-resident, on the real
+// model shapes (the measure pass needs no checkpoint and no device memory).
+TEST(StreamingBudget, TheDefaultPlanFitsEveryBudgetOfTheRealModel) {
+  const ModelConfig config = preset("alpamayo-r1-10b").value();
+  const ModelWeights weights = describe_weights(config).value();
+  Workload w;
+  w.num_images = 16;
+  w.image_height = 320;
+  w.image_width = 576;
+  w.prompt_tokens = 3007;
+  w.gen_tokens = 21;
+  w.flow_steps = 10;
+  auto backend = create_cpu_backend();
+  const uint64_t runtime = uint64_t{600} << 20;  // what a CUDA context takes, about
+  SessionOptions o;
+  auto least = smallest_budget(*backend, config, weights, w, o, runtime, true);
+  ASSERT_TRUE(least.ok()) << least.error().to_string();
+  uint64_t previous_resident = 0;
+  for (uint64_t gib4 = 10; gib4 <= 100; gib4 += 5) {  // 2.5 GiB .. 25 GiB in quarter steps
+    o.vram = gib4 * (uint64_t{1} << 30) / 4;
+    auto planned = plan_session(*backend, config, weights, w, o, runtime, true);
+    if (*o.vram < least->total()) {
+      EXPECT_FALSE(planned.ok());
+      continue;
+    }
+    ASSERT_TRUE(planned.ok()) << *o.vram << ": " << planned.error().to_string();
+    EXPECT_LE(planned->second.total(), *o.vram);
+    const uint64_t resident = resident_bytes(planned->first, weights);
+    EXPECT_GE(resident, previous_resident) << "more budget, no fewer residents";
+    previous_resident = resident;
+  }
+  EXPECT_EQ(previous_resident + host_bytes(all_resident_plan(weights), weights),
+            resident_bytes(all_resident_plan(weights), weights) -
+                weights.find("text.embed")->bytes)
+      << "at 25 GiB every group but the embedding (on the host) is resident";
+}
+
+}  // namespace
+}  // namespace ferry
