@@ -198,7 +198,7 @@ stage_stream_tiny() {
   stream_runs alpamayo-tiny 40MB 20MB
   stream_runs qwen3-tiny 30MB
 }
-stage_stream_ar1() { stream_runs alpamayo-r1-10b 15GiB 12GiB 8GiB 4GiB 2.5GiB; }
+stage_stream_ar1() { stream_runs alpamayo-r1-10b 15GiB 12GiB 8GiB 4GiB 2.5GiB 2.3GiB; }
 stage_sanitize() {  # compute-sanitizer on a tiny streamed run: no races between copy and compute
   synth alpamayo-tiny >/dev/null 2>&1
   local t
@@ -213,16 +213,16 @@ stage_sanitize() {  # compute-sanitizer on a tiny streamed run: no races between
   step sanitize_synccheck 300 compute-sanitizer --tool synccheck --error-exitcode 9 "$build/ferry" \
     run --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
 }
-bench_vram() {  # bench_vram PRESET BUDGET [MODE]
-  local mode=${3:-pipelined}
+bench_vram() {  # bench_vram PRESET BUDGET [MODE [RUNS]]
+  local mode=${3:-pipelined} runs=${4:-3}
   synth "$1" >/dev/null 2>&1
   step "bench_vram_$1_$2_$mode" 500 watched "bench_vram_$1_$2_$mode" "$build/ferry" bench \
-    --model "$models/$1" --runs 3 --warmup 1 --json --quiet --vram "$2" --mode "$mode"
+    --model "$models/$1" --runs "$runs" --warmup 1 --json --quiet --vram "$2" --mode "$mode"
 }
 stage_bench_vram_ar1() {
   local v
   for v in 15GiB 12GiB 8GiB; do bench_vram alpamayo-r1-10b "$v"; done
-  bench_vram alpamayo-r1-10b 15GiB sequential
+  for v in 15GiB 12GiB 8GiB; do bench_vram alpamayo-r1-10b "$v" sequential 1; done
 }
 stage_peer_vram() {  # transformers + Accelerate under the same caps (slow: one timed run)
   local v
@@ -240,6 +240,21 @@ done
 echo
 echo "== gpu_check on $(sed -n 2p "$LOGS/gpu.txt")"
 printf '%s\n' "${table[@]}"
+# Demand layering: every budgeted bench, its stages, bytes over the link and peaks.
+python3 - "$LOGS"/bench_vram_*.log <<'PY' 2>/dev/null | tee "$OUT/vram_summary.txt"
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        j = json.loads(open(path).read().strip().splitlines()[-1])
+    except Exception:
+        continue
+    st, peak = j["stages"], j["device_peak_bytes"]
+    print(path.rsplit("/", 1)[-1][11:-4], f"total {st['total']['median_s']:.3f}s",
+          " ".join(f"{k} {v['median_s']:.3f}s" for k, v in st.items() if k != "total"),
+          f"| link {j['streamed_bytes_per_run']/1e9:.1f} GB/run busy {100*st['total']['link_busy']:.0f}%",
+          f"| driver peak {peak.get('outside', 0)/2**30:.2f} GiB of {j['plan']['memory'].get('budget', 0)/2**30:.2f}",
+          f"| resident {j['plan']['resident_bytes']/2**30:.2f} GiB slots {j['plan']['slots']}")
+PY
 # Demand layering: outside peaks (nvidia-smi, MiB over the idle device) per budget.
 for f in "$LOGS"/*.smi; do [ -f "$f" ] && echo "$(basename "$f" .smi): peak $(cat "$f") MiB (nvidia-smi)"; done | tee "$OUT/vram_peaks.txt"
 # Stage medians of every bench that ran (ms; floor/time in %).
