@@ -190,8 +190,17 @@ def main():
             video = Qwen3VLVideoProcessor()
         except ImportError:
             video = None
-        processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
-                                     video_processor=video, chat_template=template)
+        try:
+            processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                                         video_processor=video, chat_template=template)
+        except (TypeError, ValueError):
+            # A processor that insists on a Qwen2 tokenizer class: made with one, then given the
+            # checkpoint's tokenizer, as AR1/helper.py:get_processor does.
+            from transformers import Qwen2TokenizerFast
+            qwen2 = Qwen2TokenizerFast(tokenizer_file=str(model / "tokenizer.json"))
+            processor = Qwen3VLProcessor(image_processor=image_processor, tokenizer=qwen2,
+                                         video_processor=video, chat_template=template)
+            processor.tokenizer = tokenizer
         images = [Image.open(p).convert("RGB") for p in frame_paths(frames)]
         hist_text = "<|traj_history_start|>" + "<|traj_history|>" * 48 + "<|traj_history_end|>"
         messages = [
