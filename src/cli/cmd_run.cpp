@@ -56,6 +56,7 @@ struct RunArgs {
   bool quiet = false;
   RealInputFlags real;
   std::optional<int64_t> max_tokens;
+  bool no_thinking = false;
   bool tokens_given = false;
   std::string trajectory;
   std::string picture;
@@ -129,6 +130,7 @@ void check_input_flags(const RunArgs& a, const ModelConfig& config) {
   refuse(!a.image_size.empty(), "--image-size");
   refuse(a.prompt_tokens.has_value(), "--prompt-tokens");
   refuse(a.tokens_given, "--tokens (use --max-tokens)");
+  if (!real && a.no_thinking) report.fail("--no-thinking goes with --prompt");
   if (!real && a.max_tokens) {
     report.fail(
         "--max-tokens applies to real inputs (--frames, --prompt); --tokens sets how many "
@@ -202,6 +204,7 @@ void run(const RunArgs& a) {
   if (a.real.any()) {
     RealInputFlags flags = a.real;
     flags.max_tokens = a.max_tokens.value_or(0);
+    flags.thinking = !a.no_thinking;
     real.emplace(report.check(load_real_inputs(a.model, config, flags)));
     w = real->workload;
   } else {
@@ -429,7 +432,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--prompt-file", args->real.prompt_file, "The user's message from a file")
       ->check(not_empty());
   cmd->add_option("--system", args->real.system, "A system message before the user's");
-  cmd->add_flag("--no-thinking{false}", args->real.thinking,
+  cmd->add_flag("--no-thinking", args->no_thinking,
                 "Qwen3: answer without a thinking block (enable_thinking=False)");
   add_int_option(cmd, "--max-tokens", &args->max_tokens, 1, kMaxSequence,
                  "Most tokens generated on real inputs (Alpamayo-R1: 256, text: 512); "

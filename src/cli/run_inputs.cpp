@@ -1,6 +1,8 @@
 #include "cli/run_inputs.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -26,7 +28,7 @@ bool ends_with_ci(const std::string& s, std::string_view suffix) {
   if (s.size() < suffix.size()) return false;
   return std::equal(
       suffix.begin(), suffix.end(), s.end() - static_cast<std::ptrdiff_t>(suffix.size()),
-      [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+      [](char lower, char c) { return std::tolower(static_cast<unsigned char>(c)) == lower; });
 }
 
 bool is_image_name(const std::string& name) {

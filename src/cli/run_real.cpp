@@ -26,13 +26,13 @@ Status check_flags(const ModelConfig& config, const RealInputFlags& f) {
                       "Qwen's byte-level BPE and chat templates)");
   }
   if (config.alpamayo() != nullptr) {
-    if (f.frames.empty() || f.ego_history.empty()) {
-      return bad("alpamayo-r1 takes --frames and --ego-history together");
-    }
     if (prompt || f.system) {
       return bad(
           "--prompt/--system: Alpamayo-R1's prompt is fixed (spec §4.3); the frames and "
           "the ego history fill it");
+    }
+    if (f.frames.empty() || f.ego_history.empty()) {
+      return bad("alpamayo-r1 takes --frames and --ego-history together");
     }
   } else {
     if (!f.ego_history.empty() || !f.ego_rotations.empty()) {

@@ -55,6 +55,11 @@ std::string npy(const std::vector<double>& v, const std::string& shape, const ch
   return out;
 }
 
+std::string with_char(std::string s, size_t at, char c) {
+  s[at] = c;
+  return s;
+}
+
 std::vector<double> straight_history(double speed) {
   std::vector<double> xyz;
   for (int k = 0; k < 16; ++k) {
@@ -88,7 +93,7 @@ TEST_F(Files, NpyRefusesWhatItCannotTrust) {
            {npy(v, "(2, 3)", ">f8"), "dtype"},
            {npy(v, "(2, 3)", "<c16"), "dtype"},
            {npy(v, "(1000, 1000)"), "more than"},
-           {npy(v, "(2, 3)").replace(10, 1, "["), "expected '{'"},
+           {with_char(npy(v, "(2, 3)"), 10, '['), "expected '{'"},
            {npy(v, "(2, 3)", "<f8", 7), "version"},
            {npy(v, "(2, 3)").substr(0, 40), "truncated"}}) {
     auto r = parse_npy(bytes, "x.npy", 1000);
@@ -97,7 +102,8 @@ TEST_F(Files, NpyRefusesWhatItCannotTrust) {
     EXPECT_EQ(r.error().message.find('\n'), std::string::npos);
   }
   std::string fortran = npy(v, "(2, 3)");
-  fortran.replace(fortran.find("False"), 5, "True ");
+  const size_t at = fortran.find("False");
+  for (size_t i = 0; i < 5; ++i) fortran[at + i] = "True "[i];
   EXPECT_FALSE(parse_npy(fortran, "f.npy", 100).ok());
 }
 
