@@ -107,6 +107,10 @@ class GraphCache {
   const Graph* add(const Key& key, std::unique_ptr<Graph> graph);
   size_t size() const { return entries_.size(); }
   void clear() { entries_.clear(); }
+  // Forgets the recordings of one phase (their work no longer fits what the next run needs).
+  void drop(Phase phase) {
+    std::erase_if(entries_, [phase](const auto& e) { return e.first.phase == phase; });
+  }
 
  private:
   // A few hundred entries at most (groups × phases × slots), looked up once per call: a list.

@@ -34,10 +34,22 @@ Result<uint64_t> hash_kv_cache(Stream& stream, TextDecoder& decoder) {
 
 class VisionLanguageHandler : public CallHandler {
  public:
+  // The cache rows the expert saw when its layers were recorded into graphs, kept by the
+  // runner across runs: its layers bake them into their work.
+  struct ExpertRecording {
+    int64_t offset = -1;
+    int64_t cache_len = -1;
+    int64_t rope_delta = 0;
+    bool operator==(const ExpertRecording&) const = default;
+  };
+
   VisionLanguageHandler(std::optional<VisionEncoder>& vision, std::span<const float> pixels,
                         TextGeneration& text, std::optional<ActionExpert>& expert,
-                        int32_t future_start, bool hash_cache)
-      : hash_cache_(hash_cache),
+                        int32_t future_start, bool hash_cache, GraphCache* graphs,
+                        ExpertRecording& recorded)
+      : graphs_(graphs),
+        recorded_(recorded),
+        hash_cache_(hash_cache),
         vision_(vision),
         pixels_(pixels),
         text_(text),
@@ -114,6 +126,12 @@ class VisionLanguageHandler : public CallHandler {
       // outside the replayable layer calls.
       FERRY_RETURN_IF_ERROR(
           expert_->prepare_rope(stream, expert_offset + text_.positions().rope_delta));
+      // Expert layers recorded by an earlier run over other cache rows (real inputs generate a
+      // data-dependent number of tokens) must be recorded again.
+      const ExpertRecording now{expert_offset, text_.decoder().cache().length(),
+                                text_.positions().rope_delta};
+      if (graphs_ != nullptr && !(now == recorded_)) graphs_->drop(Phase::expert);
+      recorded_ = now;
     }
     switch (group.kind) {
       case GroupKind::expert_in:
@@ -137,6 +155,8 @@ class VisionLanguageHandler : public CallHandler {
     }
   }
 
+  GraphCache* graphs_;
+  ExpertRecording& recorded_;
   bool hash_cache_;
   std::optional<VisionEncoder>& vision_;
   std::span<const float> pixels_;
@@ -184,6 +204,7 @@ class VisionLanguageRunner final : public ModelRunner {
   EgoHistory history_;
   std::optional<TextGeneration> text_;
   std::optional<ActionExpert> expert_;
+  VisionLanguageHandler::ExpertRecording expert_recording_;
 };
 
 Status VisionLanguageRunner::init() {
@@ -300,7 +321,7 @@ Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, GroupProvider&
   const auto future_start =
       static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
   VisionLanguageHandler handler(vision_, pixels_, *text_, expert_, future_start,
-                                options_.hash_kv_cache);
+                                options_.hash_kv_cache, graphs, expert_recording_);
   FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(backend_, stream, weights_, calls_, provider,
                                                    handler, options_.exec, graphs));
 

@@ -148,6 +148,24 @@ class Model {
     return r;
   }
 
+  // One session, one run per stop rule, in order.
+  Result<std::vector<InferenceResult>> run_each(int64_t max_tokens,
+                                                const std::vector<StopRule>& stops) {
+    auto backend = create_cpu_backend();
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Session> s,
+                           Session::open(*backend, config_, weights_, *checkpoint_,
+                                         workload(max_tokens), SessionOptions{}));
+    std::vector<InferenceResult> out;
+    for (const StopRule& stop : stops) {
+      ModelInputs in = inputs();
+      in.stop = stop;
+      FERRY_RETURN_IF_ERROR(s->set_inputs(std::move(in)));
+      FERRY_ASSIGN_OR_RETURN(InferenceResult r, s->run());
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
   // Opens a session for workload(4) and gives it `in`.
   Status set_inputs(ModelInputs in) {
     auto backend = create_cpu_backend();
@@ -245,6 +263,25 @@ TEST_P(EarlyStopRuns, StopAfterFeedsTheTokenThenEnds) {
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->tokens, std::vector<int32_t>(full->tokens.begin(), full->tokens.begin() + (k + 1)));
   EXPECT_EQ(r->decode_steps, static_cast<int64_t>(k + 1)) << "one forward feeds the token";
+}
+
+TEST_P(EarlyStopRuns, OneSessionRunsInputsOfEveryLengthAsFreshSessionsDo) {
+  // Graphs recorded by one run are replayed by the next: a run that generates another number of
+  // tokens (the expert sees another cache length) must not replay stale work.
+  Model m(GetParam());
+  auto full = m.run(8, {});
+  ASSERT_TRUE(full.ok()) << full.error().to_string();
+  std::vector<StopRule> stops(3);
+  stops[1].stop_tokens = {full->tokens[1]};
+  stops[2].stop_tokens = {full->tokens[4]};
+  auto shared = m.run_each(8, stops);
+  ASSERT_TRUE(shared.ok()) << shared.error().to_string();
+  for (size_t i = 0; i < stops.size(); ++i) {
+    auto fresh = m.run(8, stops[i]);
+    ASSERT_TRUE(fresh.ok()) << fresh.error().to_string();
+    expect_same((*shared)[i], *fresh, "a shared session vs a fresh one", false);
+  }
+  EXPECT_NE((*shared)[1].tokens.size(), (*shared)[0].tokens.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, EarlyStopRuns,
