@@ -3,7 +3,8 @@
 # UBSan) in build-fuzz/ and runs each for SECONDS/4: the safetensors header and index parsers
 # seeded with tests/corpus/, the config.json parser seeded with tests/fixtures/, the image
 # decoders seeded with tests/fixtures/images/inputs, the tokenizer (tokenizer.json and text)
-# seeded with fuzz/tokenizer_seeds/. Fails on any crash.
+# seeded with fuzz/tokenizer_seeds/, the .npy reader of ego histories seeded with fuzz/npy_seeds/.
+# Fails on any crash.
 #   scripts/fuzz.sh [SECONDS]    (default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ per_target=$((seconds / 4))
 [ "$per_target" -ge 1 ] || per_target=1
 build=${FERRY_FUZZ_BUILD_DIR:-build-fuzz}
 targets=(safetensors_header_fuzz safetensors_index_fuzz config_json_fuzz image_decode_fuzz
-         tokenizer_fuzz)
+         tokenizer_fuzz npy_fuzz)
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFERRY_FUZZ=ON -DFERRY_CUDA=OFF -DFERRY_PYTHON=OFF >/dev/null
@@ -20,7 +21,7 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 declare -A seeds=([safetensors_header_fuzz]=tests/corpus [safetensors_index_fuzz]=tests/corpus
                   [config_json_fuzz]=tests/fixtures [tokenizer_fuzz]=fuzz/tokenizer_seeds
-                  [image_decode_fuzz]=tests/fixtures/images/inputs)
+                  [image_decode_fuzz]=tests/fixtures/images/inputs [npy_fuzz]=fuzz/npy_seeds)
 for t in "${targets[@]}"; do
   # New inputs go to the first folder (outside the source tree); the seed folder only seeds.
   work="$build/fuzz-work/$t"

@@ -8,7 +8,9 @@
 #     build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b peer_8b
 #     compare_parts unit
 #   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp),
-#   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram
+#   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
+#   inputs_ar1 (real inputs: frames, ego history, text, trajectory and picture; the prompt
+#   against transformers' processor)
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
@@ -231,6 +233,30 @@ stage_peer_vram() {  # transformers + Accelerate under the same caps (slow: one 
     step "peer_vram_$v" 500 python3 bench/peer_transformers.py --model "$models/alpamayo-r1-10b" \
       --runs 1 --warmup 0 --max-memory "$v" --json
   done
+}
+
+stage_inputs_ar1() {  # issue 10: ferry run on real inputs, full size; outputs come back in $OUT
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  local d="$OUT/inputs_ar1" m="$models/alpamayo-r1-10b"
+  mkdir -p "$d"
+  step make_inputs_ar1 120 python3 scripts/make_test_inputs.py "$d"
+  step run_inputs_ar1 400 "$build/ferry" run --model "$m" --frames "$d/frames" \
+    --ego-history "$d/history.json" --trajectory "$d/trajectory.json" --picture "$d/picture.png" \
+    --max-tokens 64
+  # Greedy, resident and streamed under a budget (the early stop skips decode calls in the slot
+  # ring): the same tokens and hashes.
+  local args=(--frames "$d/frames" --ego-history "$d/history.json" --max-tokens 64 --greedy
+    --json --quiet)
+  step run_inputs_ar1_greedy 400 "$build/ferry" run --model "$m" "${args[@]}" \
+    --trajectory "$d/trajectory.csv" --picture "$d/picture.svg"
+  step run_inputs_ar1_8gib 400 "$build/ferry" run --model "$m" "${args[@]}" --vram 8GiB
+  step same_inputs_ar1_8gib 10 same_as "$LOGS/run_inputs_ar1_greedy.log" \
+    "$LOGS/run_inputs_ar1_8gib.log"
+  step compare_prompt_ar1 600 python3 scripts/compare_prompt_transformers.py --model "$m" \
+    --ferry "$build/ferry" --frames "$d/frames" --ego-history "$d/history.json"
+  synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
+  step qwen3_prompt 300 "$build/ferry" run --model "$models/qwen3-8b" \
+    --prompt "Name three rivers of Europe." --max-tokens 32
 }
 
 for s in "${stages[@]}"; do

@@ -1,6 +1,8 @@
-// `ferry run`: one inference on synthetic inputs (seeded prompt ids, pixels, ego history), under
-// a device budget when one is given (weights that do not fit are streamed). Prints the generated
-// tokens, logits/actions hashes, the plan, device memory and time per stage.
+// `ferry run`: one inference on synthetic inputs (seeded prompt ids, pixels, ego history) or on
+// real ones (--frames and --ego-history for Alpamayo-R1, --prompt for text models: run_real.h),
+// under a device budget when one is given (weights that do not fit are streamed). Prints the
+// generated text as it comes (real inputs) or tokens, logits/actions hashes, the plan, device
+// memory and time per stage; writes the trajectory and its picture when asked.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/npy.h"
 #include "cli/progress.h"
+#include "cli/run_real.h"
 #include "cli/session_args.h"
 #include "core/interrupt.h"
 #include "core/units.h"
@@ -51,6 +54,12 @@ struct RunArgs {
   std::string dump_logits;
   std::string dump_inputs;
   bool quiet = false;
+  RealInputFlags real;
+  std::optional<int64_t> max_tokens;
+  bool no_thinking = false;
+  bool tokens_given = false;
+  std::string trajectory;
+  std::string picture;
 };
 
 const Reporter report{"run"};
@@ -91,14 +100,55 @@ Workload make_workload(const RunArgs& a, const ModelConfig& config) {
   w.prompt_tokens = report.check(prompt_tokens_flag(
       config, w, a.prompt_tokens, vlm != nullptr ? image_tokens(w, config) + 120 : 64));
   w.gen_tokens = a.tokens;
+  return w;
+}
+
+// What synthetic and real runs share: flow steps, seed, sampling. Synthetic runs are greedy
+// unless --temperature or --top-p is given; Alpamayo-R1 on real inputs samples as the official
+// code does (temperature 0.6, top-p 0.98) unless --greedy.
+void apply_settings(const RunArgs& a, const ModelConfig& config, bool real, Workload& w) {
   if (const AlpamayoConfig* ar = config.alpamayo()) {
     w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
   }
   w.seed = a.seed;
-  w.sampling.greedy = a.greedy || (!a.temperature && !a.top_p);
+  const bool samples_by_default = real && config.alpamayo() != nullptr;
+  w.sampling.greedy = a.greedy || (!a.temperature && !a.top_p && !samples_by_default);
   if (a.temperature) w.sampling.temperature = *a.temperature;
   if (a.top_p) w.sampling.top_p = *a.top_p;
-  return w;
+}
+
+// Flags of synthetic workloads are errors beside real inputs, and the other way round.
+void check_input_flags(const RunArgs& a, const ModelConfig& config) {
+  const bool real = a.real.any();
+  auto refuse = [&](bool given, const char* flag) {
+    if (given && real) {
+      report.fail(std::string(flag) +
+                  " shapes a synthetic workload; real inputs (--frames, --prompt) set it");
+    }
+  };
+  refuse(a.images.has_value(), "--images");
+  refuse(!a.image_size.empty(), "--image-size");
+  refuse(a.prompt_tokens.has_value(), "--prompt-tokens");
+  refuse(a.tokens_given, "--tokens (use --max-tokens)");
+  if (!real && a.no_thinking) report.fail("--no-thinking goes with --prompt");
+  if (!real && a.max_tokens) {
+    report.fail(
+        "--max-tokens applies to real inputs (--frames, --prompt); --tokens sets how many "
+        "tokens a synthetic run generates");
+  }
+  const bool alpamayo = config.alpamayo() != nullptr;
+  if (!a.trajectory.empty()) {
+    if (!alpamayo)
+      report.fail("--trajectory: " + std::string(architecture_name(config.arch)) +
+                  " makes no trajectory");
+    report.check(check_output_path("--trajectory", a.trajectory, {".json", ".csv"}));
+  }
+  if (!a.picture.empty()) {
+    if (!alpamayo || !real) {
+      report.fail("--picture: draws Alpamayo-R1's trajectory on real inputs (--frames)");
+    }
+    report.check(check_output_path("--picture", a.picture, {".png", ".svg"}));
+  }
 }
 
 std::string join(const std::vector<int32_t>& v) {
@@ -148,7 +198,19 @@ void dump_logits(const std::string& path, const InferenceResult& r) {
 void run(const RunArgs& a) {
   const ModelConfig config = report.check(load_config(a.model));
   const ModelWeights weights = report.check(describe_weights(config));
-  const Workload w = make_workload(a, config);
+  check_input_flags(a, config);
+  std::optional<RealInputs> real;
+  Workload w;
+  if (a.real.any()) {
+    RealInputFlags flags = a.real;
+    flags.max_tokens = a.max_tokens.value_or(0);
+    flags.thinking = !a.no_thinking;
+    real.emplace(report.check(load_real_inputs(a.model, config, flags)));
+    w = real->workload;
+  } else {
+    w = make_workload(a, config);
+  }
+  apply_settings(a, config, real.has_value(), w);
   report.check(validate_workload(w, config));
   const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
   InferenceOptions opts;
@@ -186,13 +248,35 @@ void run(const RunArgs& a) {
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, config, weights, ckpt, w, so));
   progress->stage("");
+  std::optional<TextPrinter> printer;
+  StopRule stop;
+  if (real) {
+    ModelInputs inputs = std::move(real->inputs);  // the pixels are large: moved, not copied
+    stop = inputs.stop;
+    if (!a.json) {
+      // Text as it is generated; the progress line goes away before the first piece.
+      printer.emplace(real->tokenizer, stdout);
+      inputs.on_token = [&](int32_t id) {
+        progress->stop();
+        printer->push(id);
+      };
+    }
+    report.check(session->set_inputs(std::move(inputs)));
+  }
   ProgressProvider tracked(session->provider(), *progress);
   const InferenceResult r = report.check(name_damage(session->run(&tracked), ckpt));
   progress.reset();  // its line is cleared before the results
+  if (printer) printer->finish();
+  std::optional<GeneratedText> text;
+  if (real) text = report.check(generated_text(real->tokenizer, stop, r));
   {
     InterruptScope interruptible;  // a signal stops the dumps between files, none half-written
     if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
     if (!a.dump_logits.empty()) dump_logits(a.dump_logits, r);
+    if (const AlpamayoConfig* ar = config.alpamayo(); ar != nullptr && !a.trajectory.empty()) {
+      report.check(write_trajectory(a.trajectory, r, ar->action_space.dt));
+    }
+    if (!a.picture.empty()) report.check(write_picture(a.picture, *real->scene, r));
   }
   report.check(check_interrupt(" after the dumps were written"));
   const MemoryLedger ledger = backend->ledger();
@@ -202,7 +286,7 @@ void run(const RunArgs& a) {
   const PhaseTimes& t = r.times;
   auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
   const double prefill_tps = rate(static_cast<double>(r.prompt.size()), t.of(Phase::prefill));
-  const double decode_tps = rate(static_cast<double>(decode_steps(config, w)), t.of(Phase::decode));
+  const double decode_tps = rate(static_cast<double>(r.decode_steps), t.of(Phase::decode));
   const double load_gbps =
       rate(static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds);
   if (a.json) {
@@ -211,6 +295,11 @@ void run(const RunArgs& a) {
     j["backend"] = std::string(backend->name());
     j["prompt_tokens"] = r.prompt.size();
     j["tokens"] = r.tokens;
+    if (text) {
+      j["text"] = text->text;
+      j["stop"] = text->stop;
+      if (config.alpamayo() != nullptr) j["reasoning"] = text->reasoning;
+    }
     j["logits_hash"] = hex64(r.logits_hash);
     j["prefill_logits_hash"] = hex64(r.prefill_logits_hash);
     j["weights_bytes"] = weights.total_bytes();
@@ -260,7 +349,11 @@ void run(const RunArgs& a) {
   }
   std::printf("\n");
   std::printf("prompt     %zu tokens (rope delta %" PRId64 ")\n", r.prompt.size(), r.rope_delta);
-  std::printf("generated  %s\n", join(r.tokens).c_str());
+  if (text) {
+    std::printf("generated  %zu tokens, stopped at %s\n", r.tokens.size(), text->stop.c_str());
+  } else {
+    std::printf("generated  %s\n", join(r.tokens).c_str());
+  }
   std::printf("logits     last %s, prefill %s (FNV-1a 64 of bf16 logits)\n",
               hex64(r.logits_hash).c_str(), hex64(r.prefill_logits_hash).c_str());
   if (config.alpamayo() != nullptr && !r.trajectory_xyz.empty()) {
@@ -274,6 +367,8 @@ void run(const RunArgs& a) {
     }
     std::printf("\n");
   }
+  if (!a.trajectory.empty()) std::printf("wrote      %s\n", a.trajectory.c_str());
+  if (!a.picture.empty()) std::printf("wrote      %s\n", a.picture.c_str());
   std::printf(
       "time       vision %.3f s, prefill %.3f s, decode %.3f s, expert %.3f s, total %.3f s\n",
       t.of(Phase::vision), t.of(Phase::prefill), t.of(Phase::decode), t.of(Phase::expert),
@@ -285,7 +380,10 @@ void run(const RunArgs& a) {
 
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Run one inference on synthetic inputs");
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Run one inference: on camera frames and an ego history (Alpamayo-R1), a prompt "
+      "(text models), or synthetic inputs");
   cmd->add_option("--model", args->model, "Checkpoint folder (config.json + safetensors)")
       ->check(not_empty())
       ->required();
@@ -296,11 +394,14 @@ void add_run_command(CLI::App& app) {
       ->check(not_empty());
   add_int_option(cmd, "--prompt-tokens", &args->prompt_tokens, 1, kMaxSequence,
                  "Total prompt length (text + image)");
-  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence, "Tokens to generate")
+  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence,
+                 "Tokens a synthetic run generates")
       ->default_str(std::to_string(args->tokens));
   add_int_option(cmd, "--steps", &args->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
   add_uint_option(cmd, "--seed", &args->seed, "Seed for every synthetic input")->default_str("0");
-  auto* greedy = cmd->add_flag("--greedy", args->greedy, "Argmax decoding (the default)");
+  auto* greedy = cmd->add_flag("--greedy", args->greedy,
+                               "Argmax decoding (the default, except for Alpamayo-R1 on real "
+                               "inputs: temperature 0.6, top-p 0.98)");
   auto* temp = add_number_option(cmd, "--temperature", &args->temperature, 1e-6, 1e6,
                                  "Sampling temperature");
   auto* top_p =
@@ -316,11 +417,41 @@ void add_run_command(CLI::App& app) {
                   "Write [1 + decode steps, vocab] f32 logits (.npy): prefill's last position, "
                   "then each decode step")
       ->check(not_empty());
+  cmd->add_option("--frames", args->real.frames,
+                  "Camera frames: a folder of images taken in name order, or a frames.json "
+                  "manifest (Alpamayo-R1: 16, camera-major)")
+      ->check(not_empty());
+  cmd->add_option("--ego-history", args->real.ego_history,
+                  "Alpamayo-R1's 16 past positions in the t0 ego frame: .json (xyz, rot or yaw) "
+                  "or .npy [..., 16, 3]")
+      ->check(not_empty());
+  cmd->add_option("--ego-rotations", args->real.ego_rotations,
+                  "The 16 past rotations, .npy [..., 16, 3, 3] or .json, for a history without")
+      ->check(not_empty());
+  cmd->add_option("--prompt", args->real.prompt, "The user's message (text and Qwen3-VL models)");
+  cmd->add_option("--prompt-file", args->real.prompt_file, "The user's message from a file")
+      ->check(not_empty());
+  cmd->add_option("--system", args->real.system, "A system message before the user's");
+  cmd->add_flag("--no-thinking", args->no_thinking,
+                "Qwen3: answer without a thinking block (enable_thinking=False)");
+  add_int_option(cmd, "--max-tokens", &args->max_tokens, 1, kMaxSequence,
+                 "Most tokens generated on real inputs (Alpamayo-R1: 256, text: 512); "
+                 "generation stops earlier at its stop token");
+  cmd->add_option("--trajectory", args->trajectory,
+                  "Write the 64 predicted waypoints (.json or .csv)")
+      ->check(not_empty());
+  cmd->add_option("--picture", args->picture,
+                  "Draw the trajectory over the front camera frame and in a bird's-eye view "
+                  "(.png or .svg)")
+      ->check(not_empty());
   cmd->add_option("--dump-inputs", args->dump_inputs,
                   "Write input_ids, position_ids, generated_ids (and pixel_values, "
                   "image_grid_thw) as .npy into this folder")
       ->check(not_empty());
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, cmd] {
+    args->tokens_given = cmd->count("--tokens") > 0;
+    run(*args);
+  });
 }
 
 }  // namespace ferry::cli

@@ -29,6 +29,10 @@ Progress::Progress(std::string command, bool enabled) : command_(std::move(comma
 }
 
 Progress::~Progress() {
+  stop();
+}
+
+void Progress::stop() {
   if (!thread_.joinable()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -22,7 +22,10 @@ class Progress {
  public:
   // `command` prefixes every line ("run", "bench"). Disabled: no thread, no output.
   Progress(std::string command, bool enabled);
-  ~Progress();  // stops the thread and clears the line on a terminal
+  ~Progress();  // stop()
+  // Stops printing for good and clears the line on a terminal (before text is printed as it is
+  // generated); the other calls stay valid and print nothing.
+  void stop();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -71,6 +74,7 @@ class ProgressProvider final : public GroupProvider {
     return inner_.acquire(stream, call);
   }
   Status release(Stream& stream, const Call& call) override { return inner_.release(stream, call); }
+  Status skip_to(Stream& stream, size_t next) override { return inner_.skip_to(stream, next); }
 
  private:
   GroupProvider& inner_;

@@ -23,6 +23,7 @@ class ProfilingProvider final : public GroupProvider {
     return inner_.acquire(stream, call);
   }
   Status release(Stream& stream, const Call& call) override { return inner_.release(stream, call); }
+  Status skip_to(Stream& stream, size_t next) override { return inner_.skip_to(stream, next); }
 
  private:
   GroupProvider& inner_;

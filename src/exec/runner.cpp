@@ -89,7 +89,10 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
                                              st.error().message);
     }
     ++times.calls[static_cast<size_t>(c.phase)];
-    const bool phase_ends = i + 1 == calls.size() || calls[i + 1].phase != c.phase;
+    size_t next = i + 1;
+    while (next < calls.size() && handler.skip(calls[next])) ++next;
+    if (next != i + 1) FERRY_RETURN_IF_ERROR(provider.skip_to(stream, next));
+    const bool phase_ends = next == calls.size() || calls[next].phase != c.phase;
     if (phase_ends) {
       FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
       const auto now = clock::now();
@@ -97,6 +100,7 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
           std::chrono::duration<double>(now - phase_start).count();
       phase_start = now;
     }
+    i = next - 1;
   }
   times.total_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return times;

@@ -29,6 +29,10 @@ class GroupProvider {
   virtual Result<void*> acquire(Stream& stream, const Call& call) = 0;
   // The call's work has been enqueued on `stream`; the bytes may be reused after it completes.
   virtual Status release(Stream& /*stream*/, const Call& /*call*/) { return {}; }
+  // The calls from the next expected one up to (not including) index `next` of begin()'s calls
+  // will not run (generation stopped early); acquire continues with call `next`. A provider that
+  // prefetches drops what it read ahead for them and reads ahead from `next` instead.
+  virtual Status skip_to(Stream& /*stream*/, size_t /*next*/) { return {}; }
 };
 
 // The model side: enqueues one call's work, then runs the host step that follows it.
@@ -54,6 +58,11 @@ class CallHandler {
   virtual bool replayable(const Call& /*call*/, const WeightGroup& /*group*/) const {
     return false;
   }
+
+  // Asked after each host step for the calls that follow, in order: true skips `call` (the call
+  // sequence is built for the most tokens a run may generate; a generation that stops early
+  // skips the decode calls left). The executor then tells the provider where it continues.
+  virtual bool skip(const Call& /*call*/) const { return false; }
 };
 
 struct ExecOptions {
@@ -98,6 +107,10 @@ class GraphCache {
   const Graph* add(const Key& key, std::unique_ptr<Graph> graph);
   size_t size() const { return entries_.size(); }
   void clear() { entries_.clear(); }
+  // Forgets the recordings of one phase (their work no longer fits what the next run needs).
+  void drop(Phase phase) {
+    std::erase_if(entries_, [phase](const auto& e) { return e.first.phase == phase; });
+  }
 
  private:
   // A few hundred entries at most (groups × phases × slots), looked up once per call: a list.

@@ -91,6 +91,9 @@ class Session {
   // provider() (progress, profiling) that the executor talks to instead. A checkpoint file
   // changed or truncated during the run is an error naming it.
   Result<InferenceResult> run(GroupProvider* through = nullptr);
+  // Real inputs for the runs that follow, in place of the workload's synthetic ones
+  // (ModelRunner::set_inputs: they must fit the workload the session was opened for).
+  Status set_inputs(ModelInputs inputs) { return runner_->set_inputs(std::move(inputs)); }
 
   const Plan& plan() const { return plan_; }
   const MemoryBudget& memory() const { return memory_; }

@@ -1,5 +1,6 @@
 #include "exec/streaming_provider.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -138,6 +139,25 @@ Status StreamingProvider::release(Stream& stream, const Call& call) {
     issue_copy(next, stream);
     ++issued_;
   }
+  return {};
+}
+
+Status StreamingProvider::skip_to(Stream& stream, size_t next) {
+  if (next < next_call_ || next > calls_.size()) {
+    return make_error(ErrorCode::internal, "streaming: cannot skip from call " +
+                                               std::to_string(next_call_) + " to " +
+                                               std::to_string(next));
+  }
+  // Streamed calls before `next`: the next one to run is streamed_[m].
+  const auto m = static_cast<size_t>(std::lower_bound(streamed_.begin(), streamed_.end(), next) -
+                                     streamed_.begin());
+  next_call_ = next;
+  next_streamed_ = m;
+  if (plan_.mode == StreamMode::sequential) return {};
+  // A slot's next copy waits for the compute-done event of the last call that computed in it;
+  // skipped calls computed nothing, so that event is still the right one to wait for.
+  issued_ = std::max(issued_, m);
+  while (issued_ < streamed_.size() && issued_ < m + slots_.size()) issue_copy(issued_++, stream);
   return {};
 }
 

@@ -58,6 +58,9 @@ class StreamingProvider final : public GroupProvider {
   Status begin(Stream& stream, std::span<const Call> calls) override;
   Result<void*> acquire(Stream& stream, const Call& call) override;
   Status release(Stream& stream, const Call& call) override;
+  // Copies already enqueued for skipped calls land in their slots unused; the ring refills from
+  // call `next` on, and no skipped call is copied after this.
+  Status skip_to(Stream& stream, size_t next) override;
 
   const StreamingStats& stats() const { return stats_; }
   const Plan& plan() const { return plan_; }

@@ -14,4 +14,8 @@ Result<RgbImage> decode_png(std::span<const uint8_t>, const std::string& label,
   return make_error(ErrorCode::unsupported, label + ": built without libpng");
 }
 
+Result<std::string> encode_png(const RgbImage&) {
+  return make_error(ErrorCode::unsupported, "png: built without libpng");
+}
+
 }  // namespace ferry

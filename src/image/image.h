@@ -50,6 +50,9 @@ Result<RgbImage> decode_image(std::span<const uint8_t> bytes, const std::string&
 // Reads and decodes one file.
 Result<RgbImage> read_image(const std::string& path, const DecodeLimits& limits = {});
 
+// An 8-bit RGB PNG of the image (libpng), for pictures ferry draws; unsupported without libpng.
+Result<std::string> encode_png(const RgbImage& image);
+
 // Whether this build has the decoders (CMake found libjpeg and libpng); without them
 // decode_image returns ErrorCode::unsupported.
 bool image_codecs_available();

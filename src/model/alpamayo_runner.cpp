@@ -34,10 +34,22 @@ Result<uint64_t> hash_kv_cache(Stream& stream, TextDecoder& decoder) {
 
 class VisionLanguageHandler : public CallHandler {
  public:
+  // The cache rows the expert saw when its layers were recorded into graphs, kept by the
+  // runner across runs: its layers bake them into their work.
+  struct ExpertRecording {
+    int64_t offset = -1;
+    int64_t cache_len = -1;
+    int64_t rope_delta = 0;
+    bool operator==(const ExpertRecording&) const = default;
+  };
+
   VisionLanguageHandler(std::optional<VisionEncoder>& vision, std::span<const float> pixels,
                         TextGeneration& text, std::optional<ActionExpert>& expert,
-                        int32_t future_start, bool hash_cache)
-      : hash_cache_(hash_cache),
+                        int32_t future_start, bool hash_cache, GraphCache* graphs,
+                        ExpertRecording& recorded)
+      : graphs_(graphs),
+        recorded_(recorded),
+        hash_cache_(hash_cache),
         vision_(vision),
         pixels_(pixels),
         text_(text),
@@ -83,6 +95,7 @@ class VisionLanguageHandler : public CallHandler {
     if (call.phase == Phase::expert) return group.kind == GroupKind::expert_layer;
     return TextGeneration::replayable(call, group);
   }
+  bool skip(const Call& call) const override { return call.phase == Phase::decode && text_.done(); }
 
  private:
   Status run_vision(Stream& stream, const WeightGroup& group, void* base) {
@@ -113,6 +126,12 @@ class VisionLanguageHandler : public CallHandler {
       // outside the replayable layer calls.
       FERRY_RETURN_IF_ERROR(
           expert_->prepare_rope(stream, expert_offset + text_.positions().rope_delta));
+      // Expert layers recorded by an earlier run over other cache rows (real inputs generate a
+      // data-dependent number of tokens) must be recorded again.
+      const ExpertRecording now{expert_offset, text_.decoder().cache().length(),
+                                text_.positions().rope_delta};
+      if (graphs_ != nullptr && !(now == recorded_)) graphs_->drop(Phase::expert);
+      recorded_ = now;
     }
     switch (group.kind) {
       case GroupKind::expert_in:
@@ -123,7 +142,9 @@ class VisionLanguageHandler : public CallHandler {
         ctx.k_cache = cache.k(group.layer);
         ctx.v_cache = cache.v(group.layer);
         ctx.cache_len = cache.length();
-        ctx.offset = expert_offset;
+        // A generation that ended without feeding its last token (a stop token, or the most
+        // tokens allowed) leaves offset = cache length + 1: every cache row is visible.
+        ctx.offset = std::min(expert_offset, cache.length());
         ctx.rope_pos0 = expert_offset + text_.positions().rope_delta;
         return expert_->run_layer(stream, group.layer, group, base, ctx);
       }
@@ -134,6 +155,8 @@ class VisionLanguageHandler : public CallHandler {
     }
   }
 
+  GraphCache* graphs_;
+  ExpertRecording& recorded_;
   bool hash_cache_;
   std::optional<VisionEncoder>& vision_;
   std::span<const float> pixels_;
@@ -154,9 +177,20 @@ class VisionLanguageRunner final : public ModelRunner {
 
   Status init();
   const std::vector<Call>& calls() const override { return calls_; }
+  Status set_inputs(ModelInputs inputs) override;
   Result<InferenceResult> run(Stream& stream, GroupProvider& provider, GraphCache* graphs) override;
 
  private:
+  // The vision outputs, injected at the prompt's image rows.
+  VisualInjection visual_at(std::vector<int32_t> rows) const {
+    VisualInjection inj;
+    inj.image_embeds = vision_->image_embeds();
+    for (int k = 0; k < vision_->num_deepstack(); ++k)
+      inj.deepstack.push_back(vision_->deepstack(k));
+    inj.rows = std::move(rows);
+    return inj;
+  }
+
   Backend& backend_;
   const ModelConfig config_;
   const ModelWeights& weights_;
@@ -171,6 +205,7 @@ class VisionLanguageRunner final : public ModelRunner {
   EgoHistory history_;
   std::optional<TextGeneration> text_;
   std::optional<ActionExpert> expert_;
+  VisionLanguageHandler::ExpertRecording expert_recording_;
 };
 
 Status VisionLanguageRunner::init() {
@@ -241,21 +276,53 @@ Status VisionLanguageRunner::init() {
       TextGeneration text,
       TextGeneration::create(vlm->text, backend_, prompt.ids, positions, params, &shared_));
   text_.emplace(std::move(text));
-  if (vision_) {
-    VisualInjection inj;
-    inj.image_embeds = vision_->image_embeds();
-    for (int k = 0; k < vision_->num_deepstack(); ++k) {
-      inj.deepstack.push_back(vision_->deepstack(k));
-    }
-    inj.rows = prompt.image_rows;
-    text_->set_visual(std::move(inj));
-  }
+  if (vision_) text_->set_visual(visual_at(prompt.image_rows));
   if (alpamayo != nullptr) {
     AlpamayoConfig ac = *alpamayo;
     ac.diffusion.num_inference_steps = workload_.flow_steps;
     FERRY_ASSIGN_OR_RETURN(ActionExpert e, ActionExpert::create(ac, backend_));
     expert_.emplace(std::move(e));
   }
+  return {};
+}
+
+Status VisionLanguageRunner::set_inputs(ModelInputs in) {
+  const Qwen3VLConfig* vlm = config_.vlm();
+  const bool alpamayo = config_.alpamayo() != nullptr;
+  const int64_t merge = vlm->vision.spatial_merge_size;
+  std::vector<std::array<int64_t, 3>> expected;
+  for (const auto& g : grids_) expected.push_back({g[0], g[1] * merge, g[2] * merge});
+  auto describe = [](const std::vector<std::array<int64_t, 3>>& grids) {
+    if (grids.empty()) return std::string("no images");
+    return std::to_string(grids.size()) + " images of " + std::to_string(grids[0][1]) + "x" +
+           std::to_string(grids[0][2]) + " patches";
+  };
+  if (in.image_grid_thw != expected) {
+    return make_error(ErrorCode::invalid_argument, "inputs: " + describe(in.image_grid_thw) +
+                                                       ", but this session holds " +
+                                                       describe(expected));
+  }
+  if (in.pixel_values.size() != pixels_.size()) {
+    return make_error(ErrorCode::invalid_argument,
+                      "inputs: " + std::to_string(in.pixel_values.size()) +
+                          " pixel values, the images take " + std::to_string(pixels_.size()));
+  }
+  if (alpamayo != in.history.has_value()) {
+    return make_error(ErrorCode::invalid_argument, alpamayo
+                                                       ? "inputs: Alpamayo-R1 needs the ego history"
+                                                       : "inputs: this model takes no ego history");
+  }
+  const auto image_id = static_cast<int32_t>(vlm->image_token_id);
+  FERRY_ASSIGN_OR_RETURN(RopePositions positions, rope_index(in.prompt, image_id, grids_));
+  std::vector<int32_t> rows;
+  for (size_t i = 0; i < in.prompt.size(); ++i) {
+    if (in.prompt[i] == image_id) rows.push_back(static_cast<int32_t>(i));
+  }
+  FERRY_RETURN_IF_ERROR(text_->set_prompt(std::move(in.prompt), std::move(positions)));
+  std::copy(in.pixel_values.begin(), in.pixel_values.end(), pixels_.begin());
+  if (in.history) history_ = *in.history;
+  if (vision_) text_->set_visual(visual_at(std::move(rows)));
+  text_->set_stop(std::move(in.stop), std::move(in.on_token));
   return {};
 }
 
@@ -268,7 +335,7 @@ Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, GroupProvider&
   const auto future_start =
       static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
   VisionLanguageHandler handler(vision_, pixels_, *text_, expert_, future_start,
-                                options_.hash_kv_cache);
+                                options_.hash_kv_cache, graphs, expert_recording_);
   FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(backend_, stream, weights_, calls_, provider,
                                                    handler, options_.exec, graphs));
 

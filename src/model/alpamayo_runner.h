@@ -1,6 +1,7 @@
-// One Qwen3-VL or Alpamayo-R1 inference on synthetic inputs: seeded pixels, prompt and (Alpamayo)
-// ego history; the vision tower, prefill with image embeddings and deepstack, decode, and
-// (Alpamayo) the flow-matching action expert over the text KV cache, then the unicycle decode.
+// One Qwen3-VL or Alpamayo-R1 inference on synthetic inputs (seeded pixels, prompt and, for
+// Alpamayo, ego history) or on real ones (ModelRunner::set_inputs); the vision tower, prefill with
+// image embeddings and deepstack, decode, and (Alpamayo) the flow-matching action expert over the
+// text KV cache, then the unicycle decode.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@ int64_t first_future_offset(const std::vector<int32_t>& prompt, const std::vecto
                             int32_t future_start);
 
 // Qwen3-VL and Alpamayo-R1 inferences (synthetic pixels, prompt and ego history from the
-// workload's seed).
+// workload's seed until set_inputs gives real ones).
 Result<std::unique_ptr<ModelRunner>> create_vision_language_runner(Backend& backend,
                                                                    const ModelConfig& config,
                                                                    const ModelWeights& weights,

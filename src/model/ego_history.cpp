@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <string>
 
 #include "core/status.h"
 
@@ -26,6 +27,65 @@ constexpr float kHistHi[3] = {4.0f, 4.0f, 10.0f};
 constexpr float kHistBinsMinusOne = 999.0f;  // 1000 bins
 
 }  // namespace
+
+Result<EgoHistory> ego_history_from(std::span<const double> xyz, std::span<const double> rotations,
+                                    std::span<const double> yaw) {
+  auto bad = [](const std::string& msg) { return make_error(ErrorCode::invalid_argument, msg); };
+  constexpr size_t n = kHistoryPoints;
+  if (xyz.size() != n * 3) {
+    return bad("ego history: " + std::to_string(xyz.size()) + " position values, expected " +
+               std::to_string(n) + " points x 3 (x, y, z)");
+  }
+  if (!rotations.empty() && !yaw.empty()) {
+    return bad("ego history: give rotations or yaw angles, not both");
+  }
+  if (!rotations.empty() && rotations.size() != n * 9) {
+    return bad("ego history: " + std::to_string(rotations.size()) +
+               " rotation values, expected 16 3x3 matrices (144)");
+  }
+  if (!yaw.empty() && yaw.size() != n) {
+    return bad("ego history: " + std::to_string(yaw.size()) + " yaw angles, expected 16");
+  }
+  auto check = [&](std::span<const double> v, size_t per_point, const char* what,
+                   double limit) -> Status {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i]) || std::abs(v[i]) > limit) {
+        return bad("ego history: point " + std::to_string(i / per_point) + " has " +
+                   (std::isfinite(v[i]) ? "a " + std::string(what) + " beyond " +
+                                              std::to_string(static_cast<int>(limit))
+                                        : std::string("a non-finite ") + what) +
+                   " (" + std::to_string(v[i]) + ")");
+      }
+    }
+    return {};
+  };
+  FERRY_RETURN_IF_ERROR(check(xyz, 3, "position", kMaxHistoryMeters));
+  FERRY_RETURN_IF_ERROR(check(rotations, 9, "rotation entry", 1e3));
+  FERRY_RETURN_IF_ERROR(check(yaw, 1, "yaw angle", 1e3));
+  EgoHistory h;
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t a = 0; a < 3; ++a) h.xyz[k][a] = static_cast<float>(xyz[k * 3 + a]);
+  }
+  if (!rotations.empty()) {
+    for (size_t k = 0; k < n; ++k) {
+      h.yaw[k] = static_cast<float>(std::atan2(rotations[k * 9 + 3], rotations[k * 9 + 0]));
+    }
+  } else if (!yaw.empty()) {
+    for (size_t k = 0; k < n; ++k) h.yaw[k] = static_cast<float>(yaw[k]);
+  } else {
+    // Direction of motion, newest first so a standing start borrows the later heading.
+    double heading = 0.0;  // the t0 frame's own
+    for (size_t k = n - 1; k-- > 0;) {
+      const size_t lo = k == 0 ? 0 : k - 1;
+      const double dx = xyz[(k + 1) * 3] - xyz[lo * 3];
+      const double dy = xyz[(k + 1) * 3 + 1] - xyz[lo * 3 + 1];
+      if (std::hypot(dx, dy) > 1e-2) heading = std::atan2(dy, dx);
+      h.yaw[k] = static_cast<float>(heading);
+    }
+    h.yaw[n - 1] = 0.0f;
+  }
+  return h;
+}
 
 EgoHistory synthetic_history(uint64_t seed) {
   uint64_t state = seed;

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "core/status.h"
 #include "model/config.h"
 
 namespace ferry {
@@ -19,6 +20,16 @@ struct EgoHistory {
   std::array<std::array<float, 3>, kHistoryPoints> xyz{};
   std::array<float, kHistoryPoints> yaw{};
 };
+
+// A history from user data: `xyz` the 16 positions (x, y, z) in the t0 ego frame, oldest first,
+// 48 values; headings from `rotations` (16 row-major 3x3 matrices, yaw = atan2(R10, R00) as the
+// reference takes it) or `yaw` (16 angles), at most one of the two. With neither, each heading is
+// the direction of motion around its point (central differences; 0 at t0, whose frame this is;
+// the previous heading where the vehicle stands still). Values that are not finite, or positions
+// farther than kMaxHistoryMeters, are errors naming the point.
+inline constexpr double kMaxHistoryMeters = 1000.0;
+Result<EgoHistory> ego_history_from(std::span<const double> xyz, std::span<const double> rotations,
+                                    std::span<const double> yaw);
 
 // A plausible smooth 1.5 s history ending at the origin: constant speed in [5, 15] m/s with a
 // gentle constant yaw rate, both drawn from the seed.

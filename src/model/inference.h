@@ -12,6 +12,7 @@
 #include "exec/runner.h"
 #include "model/call_sequence.h"
 #include "model/config.h"
+#include "model/model_inputs.h"
 #include "model/weights.h"
 #include "model/workload.h"
 
@@ -29,6 +30,7 @@ struct InferenceResult {
   std::vector<int32_t> positions;  // [S, 3] rotary positions (t, h, w)
   int64_t rope_delta = 0;
   std::vector<int32_t> tokens;                  // generated tokens, in order
+  int64_t decode_steps = 0;                     // forwards after prefill that ran
   std::vector<float> prefill_logits;            // [vocab] f32: the prefill's last-position logits
   std::vector<std::vector<float>> step_logits;  // with keep_all_logits: every decode step's
   uint64_t logits_hash = 0;                     // FNV-1a 64 of the LAST logits' bf16 bytes
@@ -54,12 +56,16 @@ struct InferenceResult {
 // cache, page-locked inputs), allocated once by create; run() executes the whole call sequence
 // with them, as often as wanted. The buffers stay put between runs, so calls recorded into graphs
 // by one run are replayed by the next. Each run repeats the same inference (the workload's
-// synthetic inputs and seed) and gives the same bytes.
+// synthetic inputs and seed, or the real inputs last set) and gives the same bytes.
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
-  // The call sequence every run executes.
+  // The call sequence every run executes (with real inputs, decode calls after a stop are
+  // skipped).
   virtual const std::vector<Call>& calls() const = 0;
+  // Real inputs for the runs that follow (model/model_inputs.h); an error when they do not fit
+  // the buffers the workload sized, or the model takes no such inputs.
+  virtual Status set_inputs(ModelInputs inputs) = 0;
   // One inference on the compute stream `stream`, weights from `provider`; `graphs` (may be
   // null) keeps recorded calls across runs.
   virtual Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
@@ -72,9 +78,10 @@ Result<std::unique_ptr<ModelRunner>> create_runner(Backend& backend, const Model
                                                    const Workload& workload,
                                                    const InferenceOptions& options);
 
-// One inference: create_runner, then run once on a stream of its own.
+// One inference: create_runner, then run once on a stream of its own; with `inputs`, on them.
 Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
                                       const ModelWeights& weights, GroupProvider& provider,
-                                      const Workload& workload, const InferenceOptions& options);
+                                      const Workload& workload, const InferenceOptions& options,
+                                      const ModelInputs* inputs = nullptr);
 
 }  // namespace ferry

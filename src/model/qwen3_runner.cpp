@@ -22,6 +22,7 @@ class TextOnlyHandler : public CallHandler {
   bool replayable(const Call& call, const WeightGroup& group) const override {
     return TextGeneration::replayable(call, group);
   }
+  bool skip(const Call& call) const override { return call.phase == Phase::decode && gen_.done(); }
 
  private:
   TextGeneration& gen_;
@@ -34,6 +35,19 @@ class Qwen3Runner final : public ModelRunner {
       : weights_(weights), calls_(std::move(calls)), gen_(std::move(gen)), exec_(exec) {}
 
   const std::vector<Call>& calls() const override { return calls_; }
+
+  Status set_inputs(ModelInputs inputs) override {
+    if (!inputs.pixel_values.empty() || !inputs.image_grid_thw.empty() || inputs.history) {
+      return make_error(ErrorCode::invalid_argument,
+                        "inputs: a text model takes no images or ego history");
+    }
+    const auto n = static_cast<int64_t>(inputs.prompt.size());
+    RopePositions positions;
+    positions.pos = linear_positions(0, n);
+    FERRY_RETURN_IF_ERROR(gen_.set_prompt(std::move(inputs.prompt), std::move(positions)));
+    gen_.set_stop(std::move(inputs.stop), std::move(inputs.on_token));
+    return {};
+  }
 
   Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
                               GraphCache* graphs) override {

@@ -1,5 +1,6 @@
 #include "model/text_generation.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/bf16.h"
@@ -26,7 +27,37 @@ Result<TextGeneration> TextGeneration::create(const TextConfig& config, Backend&
   return TextGeneration(std::move(d), std::move(prompt), std::move(positions), params);
 }
 
+Status TextGeneration::set_prompt(std::vector<int32_t> prompt, RopePositions positions) {
+  if (prompt.empty()) return make_error(ErrorCode::invalid_argument, "generation: empty prompt");
+  if (static_cast<int64_t>(prompt.size()) > max_prompt_) {
+    return make_error(ErrorCode::invalid_argument, "prompt: " + std::to_string(prompt.size()) +
+                                                       " tokens, but this session holds at most " +
+                                                       std::to_string(max_prompt_));
+  }
+  if (positions.pos.size() != prompt.size() * 3) {
+    return make_error(ErrorCode::internal, "generation: positions do not match the prompt");
+  }
+  const int64_t vocab = decoder_.config().vocab_size;
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= vocab) {
+      return make_error(ErrorCode::invalid_argument, "prompt: token id " + std::to_string(id) +
+                                                         " is outside the model's vocabulary (" +
+                                                         std::to_string(vocab) + ")");
+    }
+  }
+  prompt_ = std::move(prompt);
+  positions_ = std::move(positions);
+  return {};
+}
+
+void TextGeneration::set_stop(StopRule stop, std::function<void(int32_t)> on_token) {
+  stop_ = std::move(stop);
+  on_token_ = std::move(on_token);
+}
+
 void TextGeneration::restart() {
+  done_ = false;
+  decode_steps_run_ = 0;
   tokens_.clear();
   prefill_logits_.clear();
   step_logits_.clear();
@@ -53,6 +84,7 @@ Status TextGeneration::begin(Stream& stream, const Call& call) {
   }
   const int64_t row = decoder_.cache().length();
   const int32_t id = tokens_[s];
+  ++decode_steps_run_;
   const std::vector<int32_t> pos = linear_positions(row + positions_.rope_delta, 1);
   return decoder_.begin_step(stream, std::span<const int32_t>(&id, 1), pos);
 }
@@ -80,15 +112,29 @@ Status TextGeneration::finish_step(Stream& stream, const Call& call) {
   } else if (params_.keep_all_logits) {
     step_logits_.push_back(logits_f32_);
   }
+  // Spec §5.2: the forward that fed <|traj_future_start|> ends generation; its sample is dropped.
+  if (stop_ && stop_->stop_after && call.phase == Phase::decode &&
+      tokens_[static_cast<size_t>(call.step)] == *stop_->stop_after) {
+    done_ = true;
+    return {};
+  }
   if (static_cast<int64_t>(tokens_.size()) >= params_.gen_tokens) return {};  // discarded
   int32_t next = params_.sampling.greedy
                      ? argmax_token_bf16(logits_raw_, params_.mask)
                      : select_token(logits_f32_, params_.sampling, params_.mask, rng_);
   if (next < 0) return make_error(ErrorCode::internal, "generation: every token is masked");
-  if (params_.final_token && static_cast<int64_t>(tokens_.size()) + 1 == params_.gen_tokens) {
+  if (!stop_ && params_.final_token &&
+      static_cast<int64_t>(tokens_.size()) + 1 == params_.gen_tokens) {
     next = *params_.final_token;
   }
   tokens_.push_back(next);
+  if (on_token_) on_token_(next);
+  if (stop_) {
+    // A stop token, like the last token allowed, is never fed back (as transformers' generate).
+    const auto& st = stop_->stop_tokens;
+    done_ = std::find(st.begin(), st.end(), next) != st.end() ||
+            static_cast<int64_t>(tokens_.size()) >= params_.gen_tokens;
+  }
   return {};
 }
 
@@ -127,6 +173,7 @@ void take_text_results(TextGeneration& gen, InferenceResult& r) {
   r.positions = gen.positions().pos;
   r.rope_delta = gen.positions().rope_delta;
   r.tokens = gen.tokens();
+  r.decode_steps = gen.decode_steps_run();
   r.prefill_logits = gen.prefill_logits();
   r.step_logits = std::move(gen.step_logits());
   r.logits_hash = gen.last_logits_hash();

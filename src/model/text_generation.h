@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "backend/backend.h"
 #include "core/status.h"
 #include "model/call_sequence.h"
+#include "model/model_inputs.h"
 #include "model/rope_index.h"
 #include "model/sampling.h"
 #include "model/text_decoder.h"
@@ -38,6 +40,14 @@ class TextGeneration {
 
   // Image embeddings and deepstack features, injected at prefill.
   void set_visual(VisualInjection visual) { visual_ = std::move(visual); }
+  // Real inputs: the prompt of the next runs (at most as long as the one create was given; the
+  // buffers stay), and generation that ends at `stop` instead of after exactly gen_tokens
+  // tokens (then gen_tokens is the most, and final_token no longer applies). `on_token` sees
+  // each token as it is generated.
+  Status set_prompt(std::vector<int32_t> prompt, RopePositions positions);
+  void set_stop(StopRule stop, std::function<void(int32_t)> on_token);
+  // With a stop rule: generation has ended, the decode calls left are to be skipped.
+  bool done() const { return done_; }
   // Forgets the last inference (tokens, logits, the cache's length, the sampling stream), so the
   // same buffers serve the next one; the cache bytes are zeroed at the next prefill.
   void restart();
@@ -54,6 +64,7 @@ class TextGeneration {
   const std::vector<int32_t>& prompt() const { return prompt_; }
   const RopePositions& positions() const { return positions_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t decode_steps_run() const { return decode_steps_run_; }
   const std::vector<float>& prefill_logits() const { return prefill_logits_; }
   std::vector<std::vector<float>>& step_logits() { return step_logits_; }
   // FNV-1a 64 of the last step's bf16 logits.
@@ -70,6 +81,7 @@ class TextGeneration {
         prompt_(std::move(prompt)),
         positions_(std::move(positions)),
         params_(params),
+        max_prompt_(static_cast<int64_t>(prompt_.size())),
         rng_(params.seed) {}
   Status begin(Stream& stream, const Call& call);
   Status finish_step(Stream& stream, const Call& call);
@@ -78,6 +90,11 @@ class TextGeneration {
   std::vector<int32_t> prompt_;
   RopePositions positions_;
   GenerationParams params_;
+  int64_t max_prompt_ = 0;  // the prompt length the buffers were sized for
+  std::optional<StopRule> stop_;
+  std::function<void(int32_t)> on_token_;
+  bool done_ = false;
+  int64_t decode_steps_run_ = 0;
   Rng rng_;
   std::optional<VisualInjection> visual_;
   std::vector<int32_t> tokens_;
