@@ -8,7 +8,9 @@
 #     build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b peer_8b
 #     compare_parts unit
 #   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp),
-#   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram
+#   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
+#   plan_ar1 then sweep_ar1, plan_8b then sweep_8b (the planner: profile, plans against the
+#   alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
@@ -131,8 +133,8 @@ peer_one() {
 stage_bench_ar1() { bench_one alpamayo-r1-10b; }
 profile_one() {  # every op timed alone (ungraphed): where each stage's time goes
   synth "$1" >/dev/null 2>&1
-  step "profile_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 1 --warmup 1 --profile \
-    --profile-top 25
+  step "profile_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 1 --warmup 1 --op-profile \
+    --op-profile-top 25
 }
 stage_profile_ar1() { profile_one alpamayo-r1-10b; }
 stage_profile_8b() { profile_one qwen3-8b; }
@@ -221,6 +223,45 @@ stage_peer_vram() {  # transformers + Accelerate under the same caps (slow: one 
   done
 }
 
+# --- residency planner, profiler, predictor (issue 9) ---------------------------------------
+# A measured profile under a budget a 16 GB card could run, the planner's plans at 15 and 8 GiB
+# against the alternatives (scripts/plan_alternatives.py), the predicted sweep; then, in a second
+# call (sweep_ar1), the measured sweep over the same budgets. The profile stays in $LOGS for the
+# second call and is copied to $OUT.
+planned_profile() {  # planned_profile PRESET NAME [WORKLOAD...]: profile once per machine
+  local preset=$1 name=$2; shift 2
+  local p="$LOGS/$name.profile.json"
+  synth "$preset" >"$LOGS/synth_$preset.log" 2>&1
+  if [ ! -f "$p" ]; then
+    step "profile_$name" 500 "$build/ferry" profile --model "$models/$preset" --vram 15GiB \
+      --out "$p" --runs 5 --quiet "$@"
+  fi
+  cp "$p" "$OUT/" 2>/dev/null
+}
+plan_model() {  # plan_model PRESET NAME [WORKLOAD...]
+  local preset=$1 name=$2; shift 2
+  local m="$models/$preset" p="$LOGS/$name.profile.json" v
+  planned_profile "$preset" "$name" "$@"
+  for v in 15GiB 8GiB; do
+    step "plan_${name}_$v" 120 "$build/ferry" plan --model "$m" --vram "$v" --profile "$p" "$@"
+    step "alternatives_${name}_$v" 500 python3 scripts/plan_alternatives.py --ferry "$build/ferry" \
+      --model "$m" --vram "$v" --profile "$p" --workdir "$LOGS" --json "$OUT/alternatives_${name}_$v.json" "$@"
+  done
+  step "plan_sweep_$name" 300 "$build/ferry" plan --model "$m" --sweep --profile "$p" \
+    --plot "$OUT/plan_sweep_$name.svg" "$@"
+}
+sweep_model() {  # sweep_model PRESET NAME [WORKLOAD...]
+  local preset=$1 name=$2; shift 2
+  planned_profile "$preset" "$name" "$@"
+  step "bench_sweep_$name" 590 "$build/ferry" bench --model "$models/$preset" --sweep auto \
+    --profile "$LOGS/$name.profile.json" --runs 3 --warmup 1 --quiet \
+    --plot "$OUT/bench_sweep_$name.svg" "$@"
+}
+stage_plan_ar1() { plan_model alpamayo-r1-10b ar1; }
+stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1; }
+stage_plan_8b() { plan_model qwen3-8b 8b --prompt-tokens 1500 --tokens 128; }
+stage_sweep_8b() { sweep_model qwen3-8b 8b --prompt-tokens 1500 --tokens 128; }
+
 for s in "${stages[@]}"; do
   if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
 done
@@ -237,6 +278,8 @@ for path in sys.argv[1:]:
     try:
         j = json.loads(open(path).read().strip().splitlines()[-1])
     except Exception:
+        continue
+    if "stages" not in j:
         continue
     row = [path.rsplit("/", 1)[-1][6:-4], "graphs=" + str(j.get("graphs", {}).get("on"))]
     for name, st in j["stages"].items():
