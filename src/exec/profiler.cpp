@@ -189,36 +189,26 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
                          const CallMeasurements& calls, const MachineLimits& limits,
                          const std::string& device, const std::string& byte_path,
                          const Workload& workload) {
-  Profile p;
-  p.source = "measured";
-  p.device = device;
-  p.runs = calls.runs;
-  p.byte_path = byte_path;
-  p.peak_flops = limits.gemm_flops;
-  p.memory_bandwidth = limits.copy_bandwidth;
-  p.host = calls.host;
+  MachineRates rates;
+  rates.device = device;
+  rates.byte_path = byte_path;
+  rates.peak_flops = limits.gemm_flops;
+  rates.memory_bandwidth = limits.copy_bandwidth;
+  rates.host = calls.host;
   double link = limits.h2d_bandwidth;
   for (size_t g = 0; g < weights.groups.size() && g < dma_s.size(); ++g) {
     if (dma_s[g] > 0) {
       link = std::max(link, static_cast<double>(weights.groups[g].bytes) / dma_s[g]);
     }
   }
-  p.link_bytes_per_s = std::clamp(link, 1.0, kMaxLinkRate);
-  ProfileWorkload w;
-  w.num_images = workload.num_images;
-  w.image_height = workload.image_height;
-  w.image_width = workload.image_width;
-  w.prompt_tokens = workload.prompt_tokens;
-  w.gen_tokens = workload.gen_tokens;
-  w.flow_steps = workload.flow_steps;
-  p.workload = w;
+  rates.link_bytes_per_s = std::clamp(link, 1.0, kMaxLinkRate);
+  Profile p = profile_skeleton(weights, rates, "measured");
+  p.runs = calls.runs;
+  p.workload = ProfileWorkload{workload.num_images,    workload.image_height, workload.image_width,
+                               workload.prompt_tokens, workload.gen_tokens,   workload.flow_steps};
   for (size_t g = 0; g < weights.groups.size(); ++g) {
-    GroupProfile gp;
-    gp.name = weights.groups[g].name;
-    gp.bytes = weights.groups[g].bytes;
-    gp.dma_s = g < dma_s.size() ? dma_s[g] : 0;
-    if (g < calls.exe_s.size()) gp.exe_s = calls.exe_s[g];
-    p.groups.push_back(std::move(gp));
+    if (g < dma_s.size()) p.groups[g].dma_s = dma_s[g];
+    if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
   }
   return p;
 }

@@ -108,6 +108,11 @@ struct MachineRates {
   HostCosts host;
 };
 
+// A profile of `weights` with the rates' peaks, host costs, device and byte path, every group
+// named and sized, and no times yet (what estimate_profile and the profiler fill in).
+Profile profile_skeleton(const ModelWeights& weights, const MachineRates& rates,
+                         std::string source);
+
 // A profile from the cost model: C_DMA = bytes / link rate; C_EXE = the mean over the group's
 // calls in the phase of max(FLOPs / peak, bytes / bandwidth) (model/cost.h), plus, for a group
 // kept on the host, its gathered rows over the link.
