@@ -39,17 +39,19 @@ struct PlanArgs {
 
 const Reporter report{"plan"};
 
-nlohmann::ordered_json profile_summary(const Profile& p) {
-  return {{"source", p.source},
-          {"device", p.device},
-          {"runs", p.runs},
-          {"byte_path", p.byte_path},
-          {"link_bytes_per_s", p.link_bytes_per_s},
-          {"peak_flops", p.peak_flops},
-          {"memory_bandwidth_bytes_per_s", p.memory_bandwidth}};
+// A profile's C_EXE hold for the workload it was measured with.
+bool profile_fits_workload(const Profile& p, const Workload& w) {
+  return !p.workload || *p.workload == profile_workload(w);
 }
 
-void print_profile_line(const Profile& p) {
+nlohmann::ordered_json profile_summary(const Profile& p, const Workload& w) {
+  return {{"source", p.source},         {"workload_matches", profile_fits_workload(p, w)},
+          {"device", p.device},         {"runs", p.runs},
+          {"byte_path", p.byte_path},   {"link_bytes_per_s", p.link_bytes_per_s},
+          {"peak_flops", p.peak_flops}, {"memory_bandwidth_bytes_per_s", p.memory_bandwidth}};
+}
+
+void print_profile_line(const Profile& p, const Workload& w) {
   if (p.source == "measured") {
     std::printf("profile    measured on %s (median of %lld runs), link %.1f GB/s (%s)\n",
                 p.device.c_str(), static_cast<long long>(p.runs), p.link_bytes_per_s / 1e9,
@@ -60,6 +62,17 @@ void print_profile_line(const Profile& p) {
         "(%s; `ferry profile` measures them)\n",
         p.link_bytes_per_s / 1e9, p.peak_flops / 1e12, p.memory_bandwidth / 1e9,
         p.byte_path.c_str());
+  }
+  if (!profile_fits_workload(p, w)) {
+    std::printf(
+        "note       the profile was measured with another workload (%lld images %lldx%lld, "
+        "prompt %lld, %lld generated, %lld flow steps): its compute times may not hold\n",
+        static_cast<long long>(p.workload->num_images),
+        static_cast<long long>(p.workload->image_height),
+        static_cast<long long>(p.workload->image_width),
+        static_cast<long long>(p.workload->prompt_tokens),
+        static_cast<long long>(p.workload->gen_tokens),
+        static_cast<long long>(p.workload->flow_steps));
   }
 }
 
@@ -93,7 +106,7 @@ void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const Plann
     j["model"] = a.model;
     j["architecture"] = architecture_name(m.config.arch);
     j["workload"] = workload_json(w);
-    j["profile"] = profile_summary(ctx.profile);
+    j["profile"] = profile_summary(ctx.profile, w);
     j["fixed_bytes"] = fixed;
     j["sweep"] = sweep_json(rows, weights);
     if (!a.plot.empty()) j["plot"] = a.plot;
@@ -102,7 +115,7 @@ void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const Plann
   }
   std::printf("ferry plan --sweep: %s (%s), %s\n", a.model.c_str(),
               architecture_name(m.config.arch), describe_workload(w, m.config).c_str());
-  print_profile_line(ctx.profile);
+  print_profile_line(ctx.profile, w);
   std::printf("fixed      %s besides weights in every budget\n", binary_bytes(fixed).c_str());
   if (!a.plot.empty()) std::printf("plot       %s\n", a.plot.c_str());
   std::printf("\n");
@@ -140,7 +153,7 @@ void plan(const PlanArgs& a) {
     j["architecture"] = architecture_name(m.config.arch);
     j["backend"] = std::string(backend->name());
     j["workload"] = workload_json(w);
-    j["profile"] = profile_summary(ctx.profile);
+    j["profile"] = profile_summary(ctx.profile, w);
     j["vram"] = vram ? nlohmann::ordered_json(*vram) : nlohmann::ordered_json();
     j["fixed_bytes"] = fixed;
     j["weight_budget"] =
@@ -158,7 +171,7 @@ void plan(const PlanArgs& a) {
               architecture_name(m.config.arch), weights.groups.size(),
               static_cast<double>(weights.total_bytes()) / 1e9);
   std::printf("workload   %s\n", describe_workload(w, m.config).c_str());
-  print_profile_line(ctx.profile);
+  print_profile_line(ctx.profile, w);
   if (vram) {
     std::printf("budget     %s: %s besides weights, %s for weights\n", binary_bytes(*vram).c_str(),
                 binary_bytes(fixed).c_str(), binary_bytes(*vram - std::min(*vram, fixed)).c_str());

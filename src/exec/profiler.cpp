@@ -204,8 +204,7 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
   rates.link_bytes_per_s = std::clamp(link, 1.0, kMaxLinkRate);
   Profile p = profile_skeleton(weights, rates, "measured");
   p.runs = calls.runs;
-  p.workload = ProfileWorkload{workload.num_images,    workload.image_height, workload.image_width,
-                               workload.prompt_tokens, workload.gen_tokens,   workload.flow_steps};
+  p.workload = profile_workload(workload);
   for (size_t g = 0; g < weights.groups.size(); ++g) {
     if (g < dma_s.size()) p.groups[g].dma_s = dma_s[g];
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];

@@ -262,6 +262,11 @@ Status check_profile(const Profile& p, const ModelWeights& weights,
   return {};
 }
 
+ProfileWorkload profile_workload(const Workload& w) {
+  return ProfileWorkload{w.num_images,    w.image_height, w.image_width,
+                         w.prompt_tokens, w.gen_tokens,   w.flow_steps};
+}
+
 Profile profile_skeleton(const ModelWeights& weights, const MachineRates& rates,
                          std::string source) {
   Profile p;

@@ -68,6 +68,9 @@ struct ProfileWorkload {
   bool operator==(const ProfileWorkload&) const = default;
 };
 
+// The fields of a workload that a profile records.
+ProfileWorkload profile_workload(const Workload& w);
+
 struct Profile {
   std::string source = "measured";  // "measured" (the profiler) or "estimated" (the cost model)
   std::string device;               // "NVIDIA H200"
