@@ -9,8 +9,8 @@
 #     compare_parts unit
 #   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp),
 #   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
-#   plan_ar1 then sweep_ar1, plan_8b then sweep_8b (the planner: profile, plans against the
-#   alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
+#   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
+#   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
@@ -224,11 +224,13 @@ stage_peer_vram() {  # transformers + Accelerate under the same caps (slow: one 
 }
 
 # --- residency planner, profiler, predictor (issue 9) ---------------------------------------
-# A measured profile under a budget a 16 GB card could run, the planner's plans at 15 and 8 GiB
-# against the alternatives (scripts/plan_alternatives.py), the predicted sweep; then, in a second
-# call (sweep_ar1), the measured sweep over the same budgets. The profile stays in $LOGS for the
-# second call and is copied to $OUT.
-planned_profile() {  # planned_profile PRESET NAME [WORKLOAD...]: profile once per machine
+# plan_X: a measured profile under a 15 GiB budget (what a 16 GB card could run), the planner's
+# plans at 15 and 8 GiB, the predicted sweep. alternatives_X: at 15 and 8 GiB the planner's plan
+# against the alternatives issue 9 names, predicted and measured side by side
+# (scripts/plan_alternatives.py). sweep_X: the measured sweep over the same budgets as the
+# predicted one. Each stage fits one device call; the profile stays in $LOGS for the next stage
+# on a warm machine (and is measured again on a fresh one) and is copied to $OUT.
+planned_profile() {  # planned_profile PRESET NAME [WORKLOAD...]
   local preset=$1 name=$2; shift 2
   local p="$LOGS/$name.profile.json"
   synth "$preset" >"$LOGS/synth_$preset.log" 2>&1
@@ -243,24 +245,36 @@ plan_model() {  # plan_model PRESET NAME [WORKLOAD...]
   local m="$models/$preset" p="$LOGS/$name.profile.json" v
   planned_profile "$preset" "$name" "$@"
   for v in 15GiB 8GiB; do
-    step "plan_${name}_$v" 120 "$build/ferry" plan --model "$m" --vram "$v" --profile "$p" "$@"
-    step "alternatives_${name}_$v" 500 python3 scripts/plan_alternatives.py --ferry "$build/ferry" \
-      --model "$m" --vram "$v" --profile "$p" --workdir "$LOGS" --json "$OUT/alternatives_${name}_$v.json" "$@"
+    step "plan_${name}_$v" 120 "$build/ferry" plan --model "$m" --vram "$v" --profile "$p" \
+      --out "$OUT/${name}_$v.plan.json" "$@"
   done
   step "plan_sweep_$name" 300 "$build/ferry" plan --model "$m" --sweep --profile "$p" \
     --plot "$OUT/plan_sweep_$name.svg" "$@"
 }
-sweep_model() {  # sweep_model PRESET NAME [WORKLOAD...]
+alternatives_model() {  # alternatives_model PRESET NAME [WORKLOAD...]
   local preset=$1 name=$2; shift 2
+  local v
+  planned_profile "$preset" "$name" "$@"
+  for v in 15GiB 8GiB; do
+    step "alternatives_${name}_$v" 400 python3 scripts/plan_alternatives.py --ferry "$build/ferry" \
+      --model "$models/$preset" --vram "$v" --profile "$LOGS/$name.profile.json" --workdir "$LOGS" \
+      --json "$OUT/alternatives_${name}_$v.json" "$@"
+  done
+}
+sweep_model() {  # sweep_model PRESET NAME RUNS [WORKLOAD...]
+  local preset=$1 name=$2 runs=$3; shift 3
   planned_profile "$preset" "$name" "$@"
   step "bench_sweep_$name" 590 "$build/ferry" bench --model "$models/$preset" --sweep auto \
-    --profile "$LOGS/$name.profile.json" --runs 3 --warmup 1 --quiet \
+    --profile "$LOGS/$name.profile.json" --runs "$runs" --warmup 1 --quiet \
     --plot "$OUT/bench_sweep_$name.svg" "$@"
 }
+qwen_workload=(--prompt-tokens 1500 --tokens 128)
 stage_plan_ar1() { plan_model alpamayo-r1-10b ar1; }
-stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1; }
-stage_plan_8b() { plan_model qwen3-8b 8b --prompt-tokens 1500 --tokens 128; }
-stage_sweep_8b() { sweep_model qwen3-8b 8b --prompt-tokens 1500 --tokens 128; }
+stage_alternatives_ar1() { alternatives_model alpamayo-r1-10b ar1; }
+stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1 3; }
+stage_plan_8b() { plan_model qwen3-8b 8b "${qwen_workload[@]}"; }
+stage_alternatives_8b() { alternatives_model qwen3-8b 8b "${qwen_workload[@]}"; }
+stage_sweep_8b() { sweep_model qwen3-8b 8b 1 "${qwen_workload[@]}"; }
 
 for s in "${stages[@]}"; do
   if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
