@@ -11,6 +11,8 @@
 #   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
 #   inputs_ar1 (real inputs: frames, ego history, text, trajectory and picture; the prompt
 #   against transformers' processor)
+#   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
+#   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
@@ -138,8 +140,8 @@ peer_one() {
 stage_bench_ar1() { bench_one alpamayo-r1-10b; }
 profile_one() {  # every op timed alone (ungraphed): where each stage's time goes
   synth "$1" >/dev/null 2>&1
-  step "profile_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 1 --warmup 1 --profile \
-    --profile-top 25
+  step "profile_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 1 --warmup 1 --op-profile \
+    --op-profile-top 25
 }
 stage_profile_ar1() { profile_one alpamayo-r1-10b; }
 stage_profile_8b() { profile_one qwen3-8b; }
@@ -258,6 +260,58 @@ stage_inputs_ar1() {  # issue 10: ferry run on real inputs, full size; outputs c
   step qwen3_prompt 300 "$build/ferry" run --model "$models/qwen3-8b" \
     --prompt "Name three rivers of Europe." --max-tokens 32
 }
+# --- residency planner, profiler, predictor (issue 9) ---------------------------------------
+# plan_X: a measured profile under a 15 GiB budget (what a 16 GB card could run), the planner's
+# plans at 15 and 8 GiB, the predicted sweep. alternatives_X: at 15 and 8 GiB the planner's plan
+# against the alternatives issue 9 names, predicted and measured side by side
+# (scripts/plan_alternatives.py). sweep_X: the measured sweep over the same budgets as the
+# predicted one. Each stage fits one device call; the profile stays in $LOGS for the next stage
+# on a warm machine (and is measured again on a fresh one) and is copied to $OUT.
+planned_profile() {  # planned_profile PRESET NAME [WORKLOAD...]
+  local preset=$1 name=$2; shift 2
+  local p="$LOGS/$name.profile.json"
+  synth "$preset" >"$LOGS/synth_$preset.log" 2>&1
+  if [ ! -f "$p" ]; then
+    step "profile_$name" 500 "$build/ferry" profile --model "$models/$preset" --vram 15GiB \
+      --out "$p" --runs 5 --quiet "$@"
+  fi
+  cp "$p" "$OUT/" 2>/dev/null
+}
+plan_model() {  # plan_model PRESET NAME [WORKLOAD...]
+  local preset=$1 name=$2; shift 2
+  local m="$models/$preset" p="$LOGS/$name.profile.json" v
+  planned_profile "$preset" "$name" "$@"
+  for v in 15GiB 8GiB; do
+    step "plan_${name}_$v" 120 "$build/ferry" plan --model "$m" --vram "$v" --profile "$p" \
+      --out "$OUT/${name}_$v.plan.json" "$@"
+  done
+  step "plan_sweep_$name" 300 "$build/ferry" plan --model "$m" --sweep --profile "$p" \
+    --plot "$OUT/plan_sweep_$name.svg" "$@"
+}
+alternatives_model() {  # alternatives_model PRESET NAME [WORKLOAD...]
+  local preset=$1 name=$2; shift 2
+  local v
+  planned_profile "$preset" "$name" "$@"
+  for v in 15GiB 8GiB; do
+    step "alternatives_${name}_$v" 400 python3 scripts/plan_alternatives.py --ferry "$build/ferry" \
+      --model "$models/$preset" --vram "$v" --profile "$LOGS/$name.profile.json" --workdir "$LOGS" \
+      --json "$OUT/alternatives_${name}_$v.json" "$@"
+  done
+}
+sweep_model() {  # sweep_model PRESET NAME RUNS [WORKLOAD...]
+  local preset=$1 name=$2 runs=$3; shift 3
+  planned_profile "$preset" "$name" "$@"
+  step "bench_sweep_$name" 590 "$build/ferry" bench --model "$models/$preset" --sweep auto \
+    --profile "$LOGS/$name.profile.json" --runs "$runs" --warmup 1 --quiet \
+    --plot "$OUT/bench_sweep_$name.svg" "$@"
+}
+qwen_workload=(--prompt-tokens 1500 --tokens 128)
+stage_plan_ar1() { plan_model alpamayo-r1-10b ar1; }
+stage_alternatives_ar1() { alternatives_model alpamayo-r1-10b ar1; }
+stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1 3; }
+stage_plan_8b() { plan_model qwen3-8b 8b "${qwen_workload[@]}"; }
+stage_alternatives_8b() { alternatives_model qwen3-8b 8b "${qwen_workload[@]}"; }
+stage_sweep_8b() { sweep_model qwen3-8b 8b 1 "${qwen_workload[@]}"; }
 
 for s in "${stages[@]}"; do
   if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
@@ -290,6 +344,8 @@ for path in sys.argv[1:]:
     try:
         j = json.loads(open(path).read().strip().splitlines()[-1])
     except Exception:
+        continue
+    if "stages" not in j:
         continue
     row = [path.rsplit("/", 1)[-1][6:-4], "graphs=" + str(j.get("graphs", {}).get("on"))]
     for name, st in j["stages"].items():

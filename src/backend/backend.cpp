@@ -151,6 +151,11 @@ Backend::HostRegistrationResult Backend::register_host(const void* /*data*/, siz
   return r;
 }
 
+Result<double> Backend::elapsed_seconds(Event& /*start*/, Event& /*end*/) {
+  return make_error(ErrorCode::unsupported,
+                    std::string(name()) + ": this backend has no timing events");
+}
+
 void DeviceMemoryKind::release(Backend* backend, void* data, size_t bytes) {
   backend->free(data, bytes);
 }

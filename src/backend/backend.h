@@ -146,6 +146,10 @@ class Backend {
   // nullopt when the backend cannot tell (the CPU backend, whose device memory is the heap).
   virtual std::optional<uint64_t> driver_device_bytes() const { return std::nullopt; }
   virtual std::string driver_device_bytes_method() const { return "none"; }
+  // Device memory this process could still take now (CUDA: cudaMemGetInfo's free bytes; the CPU:
+  // the memory the kernel says is available). What `--vram auto` starts from; nullopt when the
+  // backend cannot tell.
+  virtual std::optional<uint64_t> device_free_bytes() const { return std::nullopt; }
   // Device bytes each compute stream takes from allocate() when created (workspaces, scratch).
   virtual uint64_t compute_stream_bytes() const { return 0; }
 
@@ -168,6 +172,15 @@ class Backend {
   // A stream for copies only (no workspace or scratch). Default: an ordinary stream.
   virtual std::unique_ptr<Stream> create_copy_stream() { return create_stream(); }
   virtual std::unique_ptr<Event> create_event() = 0;
+  // An event that also notes when its recorded point completes, for elapsed_seconds (CUDA: an
+  // event with timing on, which costs a timestamp per record; the CPU: a steady_clock reading
+  // taken on the stream's thread). It orders work like any event. Default: a plain event, which
+  // elapsed_seconds then refuses.
+  virtual std::unique_ptr<Event> create_timing_event() { return create_event(); }
+  // Seconds from the completion of `start`'s last record to that of `end`'s (negative when `end`
+  // completed first). Both must be timing events of this backend whose last record has completed
+  // (synchronize on them first); otherwise an error, never a guess.
+  virtual Result<double> elapsed_seconds(Event& start, Event& end);
 
   // Asynchronous copies, ordered in `stream`. Host memory must stay valid and unchanged until
   // the copy has completed (an event recorded after it fired, or the stream synchronized).

@@ -86,6 +86,11 @@ class ProfilingBackend final : public Backend {
   Result<HostBuffer> allocate_host(size_t bytes) override { return inner_.allocate_host(bytes); }
   std::unique_ptr<Stream> create_stream() override { return inner_.create_stream(); }
   std::unique_ptr<Event> create_event() override { return inner_.create_event(); }
+  std::unique_ptr<Event> create_timing_event() override { return inner_.create_timing_event(); }
+  Result<double> elapsed_seconds(Event& start, Event& end) override {
+    return inner_.elapsed_seconds(start, end);
+  }
+  std::optional<uint64_t> device_free_bytes() const override { return inner_.device_free_bytes(); }
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override;

@@ -1,9 +1,12 @@
 // `ferry bench`: the reference workload in one session (all weights resident, or under --vram
 // with the rest streamed), median of several runs after a warm-up, each stage printed against its
 // floor (FLOPs over the measured BF16 matrix peak, bytes over the measured device-memory
-// bandwidth) and, when weights stream, the bytes it moved over the host link against the link's
-// peak, all measured in the same run. With --profile, one
-// more run after the timed ones breaks each stage down by op (cli/profile_report.h).
+// bandwidth), against the predictor's time for the session's plan and the lower bound T_lb, and,
+// when weights stream, the bytes it moved over the host link and what the copy engine did (one
+// more run with timing events: busy time, the share hidden under compute, link busy per stage),
+// all measured in the same run. With --op-profile, one more run after the timed ones breaks each
+// stage down by op (cli/profile_report.h). With --sweep, one session per budget
+// (bench_sweep.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -15,8 +18,10 @@
 
 #include "backend/backend.h"
 #include "backend/profiling_backend.h"
+#include "cli/bench.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
+#include "cli/plan_report.h"
 #include "cli/profile_report.h"
 #include "cli/progress.h"
 #include "cli/session_args.h"
@@ -33,57 +38,54 @@
 #include "model/weights.h"
 
 namespace ferry::cli {
+
+double TimedRuns::median_total() const {
+  std::vector<double> t;
+  for (const PhaseTimes& p : times) t.push_back(p.total_seconds);
+  std::sort(t.begin(), t.end());
+  return t.empty() ? 0.0 : t[t.size() / 2];
+}
+
+TimedRuns time_runs(Session& session, const BenchArgs& a, const Checkpoint& checkpoint,
+                    Progress& progress, bool say) {
+  // The first timed run whole; of the others only their times, after checking that their outputs
+  // equal the first's: keeping every result (its vocabulary-sized logits) grew bench by ~0.6 MB
+  // per run.
+  TimedRuns out;
+  ProgressProvider tracked(session.provider(), progress);
+  for (int i = 0; i < a.warmup + a.runs; ++i) {
+    const bool warm = i < a.warmup;
+    const std::string what = std::string(warm ? "warm-up " : "run ") +
+                             std::to_string(warm ? i + 1 : i - a.warmup + 1) + "/" +
+                             std::to_string(warm ? a.warmup : a.runs);
+    if (say) std::fprintf(stderr, "bench: %s\n", what.c_str());
+    progress.stage(what);
+    InferenceResult r = kBenchReport.check(name_damage(session.run(&tracked), checkpoint));
+    if (warm) continue;
+    out.times.push_back(r.times);
+    if (!out.first) {
+      out.first = std::move(r);
+    } else if (r.tokens != out.first->tokens || r.logits_hash != out.first->logits_hash ||
+               r.actions_hash != out.first->actions_hash) {
+      kBenchReport.fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
+    }
+  }
+  return out;
+}
+
+std::optional<TimelineSummary> timeline_run(Session& session, const Checkpoint& checkpoint) {
+  if (session.plan().slots == 0) return std::nullopt;
+  StreamingProvider& streaming = session.streaming_provider();
+  streaming.set_timeline(true);
+  Result<InferenceResult> r = name_damage(session.run(), checkpoint);
+  Result<StreamTimeline> t = r.ok() ? streaming.timeline() : Result<StreamTimeline>(r.error());
+  streaming.set_timeline(false);
+  return summarize_timeline(kBenchReport.check(std::move(t)));
+}
+
 namespace {
 
-struct BenchArgs {
-  std::string model;
-  std::string backend;
-  int runs = 5;
-  int warmup = 1;
-  std::optional<int64_t> images;
-  std::optional<int64_t> image_height;
-  std::optional<int64_t> image_width;
-  std::optional<int64_t> prompt_tokens;
-  std::optional<int64_t> tokens;
-  std::optional<int64_t> steps;
-  bool json = false;
-  bool graphs = true;
-  bool profile = false;
-  int profile_top = 15;
-  SessionArgs session;
-  bool quiet = false;
-};
-
-const Reporter report{"bench"};
-
-// The reference workload (Alpamayo-R1: 16 images of 320x576 from 4 cameras x 4 frames, a
-// ~3000-token prompt, 21 tokens, 10 flow steps; Qwen3: 1500-token prompt, 21 tokens), scaled
-// down for tiny models so that the CPU finishes in seconds.
-Workload bench_workload(const BenchArgs& a, const ModelConfig& config) {
-  const bool full = config.text().hidden_size >= 1024;
-  report.check(check_flag_applies(config, "--images", a.images.has_value(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--image-height", a.image_height.has_value(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--image-width", a.image_width.has_value(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--steps", a.steps.has_value(), FlagNeeds::action_expert));
-  Workload w;
-  w.seed = 1;
-  w.gen_tokens = a.tokens.value_or(full ? 21 : 8);
-  if (config.vlm() != nullptr) {
-    w.num_images = a.images.value_or(full ? 16 : 2);
-    w.image_height = a.image_height.value_or(full ? 320 : 128);
-    w.image_width = a.image_width.value_or(full ? 576 : 192);
-  }
-  if (const AlpamayoConfig* ar = config.alpamayo()) {
-    w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
-  }
-  const int64_t fallback =
-      config.vlm() != nullptr ? (full ? 3007 : image_tokens(w, config) + 120) : (full ? 1500 : 64);
-  w.prompt_tokens = report.check(prompt_tokens_flag(config, w, a.prompt_tokens, fallback));
-  return w;
-}
+const Reporter& report = kBenchReport;
 
 struct StageStats {
   std::vector<double> seconds;  // one per timed run
@@ -123,24 +125,37 @@ std::vector<PhaseProfile> profile_run(Backend& backend, const ModelConfig& confi
   return summarize_profile(profiler.buckets(), r.times);
 }
 
+// Measured stream statistics per stage, as JSON.
+nlohmann::ordered_json timeline_json(const TimelineSummary& t) {
+  nlohmann::ordered_json j;
+  j["copy_busy_s"] = t.copy_busy_s;
+  j["hidden_copy_s"] = t.hidden_copy_s;
+  j["hidden_fraction"] = t.hidden_fraction;
+  j["compute_busy_s"] = t.compute_busy_s;
+  j["stall_s"] = t.stall_s;
+  j["span_s"] = t.span_s;
+  j["link_bytes"] = t.link_bytes;
+  return j;
+}
+
 void bench(const BenchArgs& a) {
-  if (a.runs < 1 || a.runs > 1000) report.fail("--runs must be in [1, 1000]");
-  if (a.warmup < 0 || a.warmup > 100) report.fail("--warmup must be in [0, 100]");
-  if (a.profile_top < 1 || a.profile_top > 10000) {
-    report.fail("--profile-top must be in [1, 10000]");
+  if (a.op_profile_top < 1 || a.op_profile_top > 10000) {
+    report.fail("--op-profile-top must be in [1, 10000]");
   }
   const OpenModel m = report.check(open_model(a.model));
   const ModelConfig& config = m.config;
   const ModelWeights& weights = m.weights;
-  const Workload w = bench_workload(a, config);
-  report.check(validate_workload(w, config));
+  const Workload w = report.check(reference_workload(a.workload, config));
   const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
   InferenceOptions inference;
   inference.exec.graphs = a.graphs;
-  const SessionOptions so = report.check(session_options(a.session, weights, inference));
-  if (a.profile && so.vram) {
-    report.fail("--profile runs every weight resident (its ops are timed one by one): drop --vram");
+  SessionOptions so = report.check(session_options(a.session, weights, inference));
+  if (a.op_profile && (so.vram || so.vram_auto)) {
+    report.fail(
+        "--op-profile runs every weight resident (its ops are timed one by one): drop --vram");
   }
+  if (!a.sweep.empty() && a.op_profile) report.fail("--op-profile and --sweep: one at a time");
+  if (a.sweep.empty() && !a.plot.empty()) report.fail("--plot draws the curve of --sweep");
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams));
   const bool say = !a.json && !a.quiet;
@@ -153,6 +168,14 @@ void bench(const BenchArgs& a) {
     progress->stage("measuring the machine's limits");
     limits = report.check(measure_machine_limits(*backend, *stream, so.vram.value_or(0)));
   }
+  // Without a profile, the planner's estimate uses the rates measured just now.
+  so.rates = measured_machine_rates(*backend, limits);
+  if (!a.sweep.empty()) {
+    progress.reset();
+    backend.reset();  // the sweep makes one per session
+    bench_sweep(a, m, w, limits, so);
+    return;
+  }
   if (say) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
   progress->stage("loading weights");
   // The outside view of device memory from here on: the session and every run.
@@ -160,36 +183,12 @@ void bench(const BenchArgs& a) {
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, config, weights, m.checkpoint, w, so));
   const StreamingStats loaded = session->streaming();
-
-  // The first timed run whole; of the others only their times, after checking that their outputs
-  // equal the first's: keeping every result (its vocabulary-sized logits) grew bench by ~0.6 MB
-  // per run.
-  std::optional<InferenceResult> first_run;
-  std::vector<PhaseTimes> run_times;
-  ProgressProvider tracked(session->provider(), *progress);
-  for (int i = 0; i < a.warmup + a.runs; ++i) {
-    const bool warm = i < a.warmup;
-    const std::string what = std::string(warm ? "warm-up " : "run ") +
-                             std::to_string(warm ? i + 1 : i - a.warmup + 1) + "/" +
-                             std::to_string(warm ? a.warmup : a.runs);
-    if (say) std::fprintf(stderr, "bench: %s\n", what.c_str());
-    progress->stage(what);
-    InferenceResult r = report.check(name_damage(session->run(&tracked), m.checkpoint));
-    if (warm) continue;
-    run_times.push_back(r.times);
-    if (!first_run) {
-      first_run = std::move(r);
-    } else if (r.tokens != first_run->tokens || r.logits_hash != first_run->logits_hash ||
-               r.actions_hash != first_run->actions_hash) {
-      report.fail("runs disagree: the same inputs gave different outputs (nondeterminism)");
-    }
-  }
+  const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, say);
+  const std::vector<PhaseTimes>& run_times = timed.times;
   progress.reset();
-  const InferenceResult& first = *first_run;
+  const InferenceResult& first = *timed.first;
   const StreamingStats& st = session->streaming();
   const auto inferences = static_cast<double>(a.warmup + a.runs);
-  const MemoryLedger ledger = backend->ledger();
-  const std::optional<uint64_t> outside = sampler.peak();
   // Bytes over the link per inference, by phase, and the time they take at the measured peak.
   std::array<double, 4> streamed{};
   double streamed_total = 0;
@@ -197,6 +196,17 @@ void bench(const BenchArgs& a) {
     streamed[p] = static_cast<double>(st.bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
     streamed_total += streamed[p];
   }
+  // What the copy engine did, from timing events in one more run (not in the timed ones).
+  std::optional<TimelineSummary> timeline;
+  if (a.timeline) {
+    if (say && session->plan().slots > 0) {
+      std::fprintf(stderr, "bench: one more run with timing events on both streams...\n");
+    }
+    timeline = timeline_run(*session, m.checkpoint);
+  }
+  const MemoryLedger ledger = backend->ledger();
+  const std::optional<uint64_t> outside = sampler.peak();
+  const SessionPlan& planned = session->planned();
 
   // Floors, from the actual prompt length and the rows the expert saw.
   const CostContext ctx =
@@ -216,8 +226,17 @@ void bench(const BenchArgs& a) {
     stages[4].seconds.push_back(t.total_seconds);
   }
   const char* names[] = {"vision", "prefill", "decode", "expert", "total"};
+  auto predicted_of = [&](size_t s) {
+    return s < 4 ? planned.prediction.phases[s].wall_s : planned.prediction.total_s;
+  };
+  // Measured copy-engine busy time of the copies serving a stage (and all of them), over the
+  // stage's median time: the link's busy fraction from timing events.
+  auto copy_busy_of = [&](size_t s) -> std::optional<double> {
+    if (!timeline) return std::nullopt;
+    return s < 4 ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
+  };
   std::vector<PhaseProfile> profile;
-  if (a.profile) {
+  if (a.op_profile) {
     if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
     profile = profile_run(*backend, config, weights, session->provider(), w, first);
     for (PhaseProfile& p : profile) {
@@ -255,6 +274,11 @@ void bench(const BenchArgs& a) {
     j["load_s"] = st.resident_load_seconds;
     j["open_s"] = session->open_seconds();
     j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
+    j["plan"]["origin"] = planned.origin;
+    j["profile_source"] = planned.profile_source;
+    j["prediction"] = prediction_json(planned.prediction);
+    if (planned.bound) j["lower_bound"] = bound_json(*planned.bound);
+    if (timeline) j["streams"] = timeline_json(*timeline);
     j["host_path"] = session->tier().how();
     j["host_register_s"] = session->tier().register_seconds();
     j["graphs"]["kept"] = session->graphs();
@@ -276,9 +300,15 @@ void bench(const BenchArgs& a) {
           stages[s].median() > 0 && limits.h2d_bandwidth > 0
               ? link_bytes / limits.h2d_bandwidth / stages[s].median()
               : 0.0;
+      j["stages"][names[s]]["predicted_s"] = predicted_of(s);
+      if (const std::optional<double> busy = copy_busy_of(s)) {
+        j["stages"][names[s]]["copy_busy_s"] = *busy;
+        j["stages"][names[s]]["link_busy_measured"] =
+            stages[s].median() > 0 ? *busy / stages[s].median() : 0.0;
+      }
     }
     j["tokens"] = first.tokens;
-    if (a.profile) j["profile"] = profile_json(profile);
+    if (a.op_profile) j["op_profile"] = profile_json(profile);
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
@@ -312,6 +342,8 @@ void bench(const BenchArgs& a) {
   std::printf("weights:  %.2f GB resident, loaded in %.2f s; %.2f GB streamed per run\n",
               static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds,
               streamed_total / 1e9);
+  std::printf("plan:     %s; predicted from the %s profile\n", planned.origin.c_str(),
+              planned.profile_source.c_str());
   print_plan(stdout, session->plan(), weights, session->memory());
   std::printf("device:   peak %s in ferry's books", binary_bytes(ledger.peak).c_str());
   if (outside) {
@@ -319,29 +351,50 @@ void bench(const BenchArgs& a) {
                 backend->driver_device_bytes_method().c_str(),
                 static_cast<long long>(sampler.samples()));
   }
-  if (so.vram) std::printf("; budget %s", binary_bytes(*so.vram).c_str());
-  std::printf("\n\n");
-  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s\n", "stage", "median", "min", "max",
-              "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy");
+  if (planned.vram) std::printf("; budget %s", binary_bytes(*planned.vram).c_str());
+  std::printf("\n");
+  if (timeline) {
+    std::printf(
+        "streams:  copy engine busy %.2f ms per run (measured), %.1f%% of it under compute; "
+        "compute stalled %.2f ms waiting for copies\n",
+        timeline->copy_busy_s * 1e3, 100.0 * timeline->hidden_fraction, timeline->stall_s * 1e3);
+  }
+  std::printf("\n");
+  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s %10s\n", "stage", "median", "min",
+              "max", "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy", "predicted");
   for (size_t s = 0; s < 5; ++s) {
     if (stages[s].calls == 0) continue;
     const double t = stages[s].median();
     const double link_bytes = s < 4 ? streamed[s] : streamed_total;
+    // Measured (copy-engine busy time over the stage's time) when there is a timeline.
+    const std::optional<double> copy_busy = copy_busy_of(s);
     const double busy =
-        t > 0 && limits.h2d_bandwidth > 0 ? link_bytes / limits.h2d_bandwidth / t : 0;
-    std::printf("%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f %9.2f %8.0f%%\n",
-                names[s], t * 1e3, stages[s].min() * 1e3, stages[s].max() * 1e3,
-                stages[s].floor * 1e3, t > 0 ? 100.0 * stages[s].floor / t : 0.0,
-                t > 0 ? stages[s].flops / t / 1e12 : 0, t > 0 ? stages[s].bytes / t / 1e9 : 0,
-                link_bytes / 1e9, 100.0 * busy);
+        copy_busy ? (t > 0 ? *copy_busy / t : 0)
+                  : (t > 0 && limits.h2d_bandwidth > 0 ? link_bytes / limits.h2d_bandwidth / t : 0);
+    std::printf(
+        "%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f %9.2f %8.0f%% %8.2fms\n",
+        names[s], t * 1e3, stages[s].min() * 1e3, stages[s].max() * 1e3, stages[s].floor * 1e3,
+        t > 0 ? 100.0 * stages[s].floor / t : 0.0, t > 0 ? stages[s].flops / t / 1e12 : 0,
+        t > 0 ? stages[s].bytes / t / 1e9 : 0, link_bytes / 1e9, 100.0 * busy,
+        predicted_of(s) * 1e3);
   }
+  const double total = stages[4].median();
+  std::printf("\npredicted %.4f s (%+.2f%% of measured)", planned.prediction.total_s,
+              total > 0 ? 100.0 * (planned.prediction.total_s - total) / total : 0.0);
+  if (planned.bound) {
+    std::printf("; T_lb %.4f s, measured %.3fx the bound", planned.bound->total_s,
+                planned.bound->total_s > 0 ? total / planned.bound->total_s : 0.0);
+  }
+  std::printf("\nlink busy: %s\n", timeline
+                                       ? "copy-engine busy time from timing events / stage time"
+                                       : "streamed bytes / measured link peak / stage time");
   if (decode_steps > 0) {
     const double steps = static_cast<double>(decode_steps);
-    std::printf("\ndecode step: %.3f ms, floor %.3f ms (%.2fx the floor)\n",
+    std::printf("decode step: %.3f ms, floor %.3f ms (%.2fx the floor)\n",
                 stages[2].median() / steps * 1e3, stages[2].floor / steps * 1e3,
                 stages[2].floor > 0 ? stages[2].median() / stages[2].floor : 0.0);
   }
-  if (a.profile) print_profile(stdout, profile, static_cast<size_t>(a.profile_top));
+  if (a.op_profile) print_profile(stdout, profile, static_cast<size_t>(a.op_profile_top));
 }
 
 }  // namespace
@@ -359,24 +412,26 @@ void add_bench_command(CLI::App& app) {
       ->default_str(std::to_string(args->runs));
   add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed runs first")
       ->default_str(std::to_string(args->warmup));
-  add_int_option(cmd, "--images", &args->images, 0, kMaxImages,
-                 "Images (vision models; default 16 full-size)");
-  add_int_option(cmd, "--image-height", &args->image_height, 1, kMaxImageSide,
-                 "Image height in pixels (multiple of 32)");
-  add_int_option(cmd, "--image-width", &args->image_width, 1, kMaxImageSide,
-                 "Image width in pixels (multiple of 32)");
-  add_int_option(cmd, "--prompt-tokens", &args->prompt_tokens, 1, kMaxSequence,
-                 "Total prompt length");
-  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence,
-                 "Tokens to generate (default 21 full-size)");
-  add_int_option(cmd, "--steps", &args->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
+  add_workload_options(cmd, &args->workload);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
-  cmd->add_flag("--profile", args->profile,
+  cmd->add_flag("--op-profile", args->op_profile,
                 "One more run, every op timed alone (synchronized): time per op and shape");
-  add_int_option(cmd, "--profile-top", &args->profile_top, 1, 10000,
-                 "Ops shown per stage with --profile")
-      ->default_str(std::to_string(args->profile_top));
+  add_int_option(cmd, "--op-profile-top", &args->op_profile_top, 1, 10000,
+                 "Ops shown per stage with --op-profile")
+      ->default_str(std::to_string(args->op_profile_top));
+  cmd->add_flag("!--no-timeline", args->timeline,
+                "No extra run with timing events on the copy and compute streams when weights "
+                "stream (the copy engine's busy time and overlap are then not measured)");
+  cmd->add_option("--sweep", args->sweep,
+                  "Measure the VRAM-latency curve, one session per budget: a list of budgets "
+                  "(8GiB,12GiB,...) or auto (the smallest working budget to all-resident)")
+      ->check(not_empty());
+  add_int_option(cmd, "--sweep-points", &args->sweep_points, 2, 1000, "Budgets of --sweep auto")
+      ->default_str(std::to_string(args->sweep_points));
+  cmd->add_option("--plot", args->plot,
+                  "With --sweep: an SVG of measured and predicted time and T_lb against budget")
+      ->check(not_empty());
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   add_session_options(cmd, &args->session);
   cmd->callback([args] { bench(*args); });

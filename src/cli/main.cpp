@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   ferry::cli::add_bench_command(app);
   ferry::cli::add_tokenize_command(app);
   ferry::cli::add_verify_command(app);
+  ferry::cli::add_plan_command(app);
+  ferry::cli::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

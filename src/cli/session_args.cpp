@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/flags.h"
 #include "cli/size_arg.h"
 #include "core/units.h"
 
@@ -41,17 +42,39 @@ Result<std::vector<std::string>> resident_names(const std::string& list) {
   return names;
 }
 
+// A plan or profile file: at most 16 MiB.
+Result<std::string> read_small_file(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return bad(flag + ": cannot read " + path);
+  std::string text;
+  constexpr size_t kMax = size_t{16} << 20;
+  text.resize(kMax + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMax) return bad(flag + ": " + path + " is too large");
+  return text;
+}
+
 }  // namespace
 
 void add_session_options(CLI::App* cmd, SessionArgs* a) {
   cmd->add_option("--vram", a->vram,
-                  "Device memory budget for everything ferry takes (e.g. 8GiB, 15GiB, 2500MB); "
-                  "weights that do not fit are streamed");
+                  "Device memory budget for everything ferry takes (e.g. 8GiB, 15GiB, 2500MB; "
+                  "auto: the device's free memory less a margin); weights that do not fit are "
+                  "streamed")
+      ->check(not_empty());
   cmd->add_option("--mode", a->mode,
                   "How streamed groups arrive: pipelined (a ring of slots, copies ahead of "
-                  "compute; default) or sequential (copy, then run)")
-      ->capture_default_str();
-  cmd->add_option("--slots", a->slots, "Slots of the pipelined ring")->capture_default_str();
+                  "compute) or sequential (copy, then run); default: the planner's choice, "
+                  "pipelined for --resident and --resident-count")
+      ->check(not_empty());
+  add_int_option(cmd, "--slots", &a->slots, 2, 64,
+                 "Slots of the pipelined ring (default 2); for the planner, the most it may use "
+                 "(default 4)");
+  cmd->add_option("--profile", a->profile_file,
+                  "A profile (`ferry profile` writes them): the planner's and the predictor's "
+                  "times; default: estimated from the cost model")
+      ->check(not_empty());
   cmd->add_option("--resident", a->resident,
                   "Exactly these groups resident, the rest streamed: text layer indexes and group "
                   "names as `ferry inspect` prints them (0,3,7,text.head.0); 'none' for none");
@@ -72,19 +95,28 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
                                        const InferenceOptions& inference) {
   SessionOptions o;
   o.inference = inference;
-  if (!a.vram.empty()) {
-    FERRY_ASSIGN_OR_RETURN(uint64_t v, parse_size(a.vram));
-    o.vram = v;
+  if (a.vram == "auto") {
+    o.vram_auto = true;
+  } else if (!a.vram.empty()) {
+    Result<uint64_t> v = parse_size(a.vram);
+    if (!v.ok()) return bad("--vram: " + v.error().message + ", or auto");
+    o.vram = *v;
   }
-  if (a.mode == "pipelined") {
+  if (a.mode.empty() || a.mode == "pipelined") {
     o.plan.mode = StreamMode::pipelined;
   } else if (a.mode == "sequential") {
     o.plan.mode = StreamMode::sequential;
   } else {
     return bad("--mode: expected pipelined or sequential, got '" + a.mode + "'");
   }
-  if (a.slots < 2 || a.slots > 64) return bad("--slots: expected 2 to 64");
-  o.plan.slots = a.slots;
+  o.plan.mode_given = !a.mode.empty();
+  if (a.slots && (*a.slots < 2 || *a.slots > 64)) return bad("--slots: expected 2 to 64");
+  o.plan.slots = static_cast<int>(a.slots.value_or(2));
+  o.plan.slots_given = a.slots.has_value();
+  if (!a.profile_file.empty()) {
+    FERRY_ASSIGN_OR_RETURN(Profile p, read_profile_file(a.profile_file));
+    o.plan.profile = std::move(p);
+  }
   if (a.host_path == "auto") {
     o.host_path = HostPath::automatic;
   } else if (a.host_path == "registered") {
@@ -109,17 +141,19 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
     o.plan.resident_count = *a.resident_count;
   }
   if (!a.plan_file.empty()) {
-    std::ifstream in(a.plan_file, std::ios::binary);
-    if (!in) return bad("--plan: cannot read " + a.plan_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (text.str().size() > (size_t{16} << 20))
-      return bad("--plan: " + a.plan_file + " is too large");
-    FERRY_ASSIGN_OR_RETURN(Plan p, plan_from_json(text.str(), weights));
+    FERRY_ASSIGN_OR_RETURN(std::string text, read_small_file("--plan", a.plan_file));
+    FERRY_ASSIGN_OR_RETURN(Plan p, plan_from_json(text, weights));
     o.plan.plan = std::move(p);
   }
   o.streaming.poison_slots = a.check_streams;
   return o;
+}
+
+Result<Profile> read_profile_file(const std::string& path) {
+  FERRY_ASSIGN_OR_RETURN(std::string text, read_small_file("--profile", path));
+  Result<Profile> p = parse_profile(text);
+  if (!p.ok()) return make_error(p.error().code, path + ": " + p.error().message);
+  return p;
 }
 
 namespace {

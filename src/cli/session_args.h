@@ -1,6 +1,7 @@
-// The flags of `run` and `bench` that choose how a model is held on the device: the budget
-// (--vram), where the plan comes from (--plan, --resident, --resident-count), the streaming mode,
-// the host path; and what a session's plan and memory look like in text and JSON.
+// The flags of `run`, `bench` and `plan` that choose how a model is held on the device: the budget
+// (--vram, or auto), where the plan comes from (--plan, --resident, --resident-count, else the
+// planner with --profile's times or estimated ones), the streaming mode, the host path; and what
+// a session's plan and memory look like in text and JSON.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,12 +17,13 @@
 namespace ferry::cli {
 
 struct SessionArgs {
-  std::string vram;  // "15GiB", "2500MB"; empty: no budget
-  std::string mode = "pipelined";
-  int slots = 2;
-  std::string resident;  // "0,3,7,vision.merger": text layer indexes or group names
+  std::string vram;  // "15GiB", "2500MB", "auto"; empty: no budget
+  std::string mode;  // pipelined or sequential; empty: the planner's choice (pipelined for flags)
+  std::optional<int64_t> slots;  // exact for --resident/--resident-count; the planner's most
+  std::string resident;          // "0,3,7,vision.merger": text layer indexes or group names
   std::optional<int> resident_count;
   std::string plan_file;
+  std::string profile_file;  // a `ferry profile` file: the times the planner uses
   std::string host_path = "auto";
   bool check_streams = false;  // CPU: poisoned slots and random stream delays
 };
@@ -31,6 +33,10 @@ void add_session_options(CLI::App* cmd, SessionArgs* args);
 // The options a session opens with (the inference options are the caller's).
 Result<SessionOptions> session_options(const SessionArgs& args, const ModelWeights& weights,
                                        const InferenceOptions& inference);
+
+// Reads a profile file (`ferry profile` writes them), checked for form (against the model when
+// the session plans).
+Result<Profile> read_profile_file(const std::string& path);
 
 // The plan, one line per run of consecutive groups with the same placement, and the memory.
 void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,

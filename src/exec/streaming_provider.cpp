@@ -72,11 +72,68 @@ Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
   next_call_ = 0;
   next_streamed_ = 0;
   issued_ = 0;
+  timeline_recorded_ = timeline_on_;
+  if (timeline_recorded_) FERRY_RETURN_IF_ERROR(prepare_timeline(stream));
   // The ring starts full: the first `slots` streamed calls are copied at once.
   if (plan_.mode == StreamMode::pipelined) {
     while (issued_ < streamed_.size() && issued_ < slots_.size()) issue_copy(issued_++, stream);
   }
   return {};
+}
+
+Status StreamingProvider::prepare_timeline(Stream& stream) {
+  auto fill = [&](std::vector<std::unique_ptr<Event>>& events, size_t n) {
+    while (events.size() < n) events.push_back(backend_.create_timing_event());
+  };
+  fill(timeline_.compute_start, calls_.size());
+  fill(timeline_.compute_end, calls_.size());
+  fill(timeline_.copy_start, streamed_.size());
+  fill(timeline_.copy_end, streamed_.size());
+  if (!timeline_.origin) timeline_.origin = backend_.create_timing_event();
+  backend_.record(*timeline_.origin, stream);
+  // Nothing on the copy stream may start before the origin: every span is then measured from it.
+  if (copy_stream_) backend_.wait(*copy_stream_, *timeline_.origin);
+  return {};
+}
+
+void StreamingProvider::mark(const std::vector<std::unique_ptr<Event>>& events, size_t i,
+                             Stream& stream) {
+  if (timeline_recorded_ && i < events.size()) backend_.record(*events[i], stream);
+}
+
+Result<StreamTimeline> StreamingProvider::timeline() const {
+  if (!timeline_recorded_ || !timeline_.origin || timeline_.compute_start.size() < calls_.size() ||
+      timeline_.copy_start.size() < streamed_.size()) {
+    return make_error(ErrorCode::invalid_argument,
+                      "streaming: no timeline was recorded (set_timeline before the run)");
+  }
+  if (next_call_ != calls_.size()) {
+    return make_error(ErrorCode::invalid_argument,
+                      "streaming: the timeline's inference did not finish (" +
+                          std::to_string(next_call_) + " of " + std::to_string(calls_.size()) +
+                          " calls)");
+  }
+  Event& origin = *timeline_.origin;
+  auto span = [&](Event& a, Event& b) -> Result<Span> {
+    Span sp;
+    FERRY_ASSIGN_OR_RETURN(sp.start, backend_.elapsed_seconds(origin, a));
+    FERRY_ASSIGN_OR_RETURN(sp.end, backend_.elapsed_seconds(origin, b));
+    return sp;
+  };
+  StreamTimeline t;
+  t.calls = calls_;
+  t.copy_of.assign(calls_.size(), -1);
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    FERRY_ASSIGN_OR_RETURN(Span sp, span(*timeline_.compute_start[i], *timeline_.compute_end[i]));
+    t.compute.push_back(sp);
+  }
+  for (size_t k = 0; k < streamed_.size(); ++k) {
+    FERRY_ASSIGN_OR_RETURN(Span sp, span(*timeline_.copy_start[k], *timeline_.copy_end[k]));
+    t.copies.push_back(sp);
+    t.copy_of[streamed_[k]] = static_cast<int64_t>(k);
+    t.copy_bytes.push_back(weights_.groups[static_cast<size_t>(calls_[streamed_[k]].group)].bytes);
+  }
+  return t;
 }
 
 void StreamingProvider::copy_group(Stream& on, const Call& call, void* dst) {
@@ -94,7 +151,9 @@ void StreamingProvider::issue_copy(size_t k, Stream& compute) {
   Slot& slot = slots_[k % slots_.size()];
   const Call& call = calls_[streamed_[k]];
   if (plan_.mode == StreamMode::sequential) {
+    mark(timeline_.copy_start, k, compute);
     copy_group(compute, call, slot.buffer.data());
+    mark(timeline_.copy_end, k, compute);
     return;
   }
   Stream& copy = *copy_stream_;
@@ -104,7 +163,9 @@ void StreamingProvider::issue_copy(size_t k, Stream& compute) {
   if (options_.poison_slots) {
     backend_.fill_byte(copy, slot.buffer.data(), 0xff, slot.buffer.bytes());
   }
+  mark(timeline_.copy_start, k, copy);
   copy_group(copy, call, slot.buffer.data());
+  mark(timeline_.copy_end, k, copy);
   backend_.record(*slot.dma_done, copy);
 }
 
@@ -115,7 +176,10 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
                           std::to_string(next_call_) + ")");
   }
   const auto g = static_cast<size_t>(call.group);
-  if (plan_.placement[g] != Placement::streamed) return base_[g];
+  if (plan_.placement[g] != Placement::streamed) {
+    mark(timeline_.compute_start, next_call_, stream);
+    return base_[g];
+  }
   const size_t k = next_streamed_;
   Slot& slot = slots_[k % slots_.size()];
   if (plan_.mode == StreamMode::sequential) {
@@ -123,11 +187,13 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
   } else if (!options_.skip_dma_wait_for_tests) {
     backend_.wait(stream, *slot.dma_done);
   }
+  mark(timeline_.compute_start, next_call_, stream);
   return slot.buffer.data();
 }
 
 Status StreamingProvider::release(Stream& stream, const Call& call) {
   const auto g = static_cast<size_t>(call.group);
+  mark(timeline_.compute_end, next_call_, stream);
   ++next_call_;
   if (plan_.placement[g] != Placement::streamed) return {};
   const size_t k = next_streamed_++;

@@ -11,6 +11,11 @@
 //
 // Sequential mode: one slot, each copy enqueued on the compute stream right before its call, so
 // copy and compute never overlap (the paper's sequential demand layering).
+//
+// Timeline (off by default; set_timeline): timing events around every call's compute and every
+// streamed call's copy, read back after the inference as a StreamTimeline
+// (exec/stream_timeline.h). It costs two event records per call and two per copy, and makes the
+// copy stream wait for an origin event on the compute stream at the start of each inference.
 #pragma once
 
 #include <array>
@@ -23,6 +28,7 @@
 #include "core/status.h"
 #include "exec/host_tier.h"
 #include "exec/runner.h"
+#include "exec/stream_timeline.h"
 #include "model/weights.h"
 #include "plan/plan.h"
 
@@ -65,6 +71,13 @@ class StreamingProvider final : public GroupProvider {
   const StreamingStats& stats() const { return stats_; }
   const Plan& plan() const { return plan_; }
 
+  // Records the timeline of the inferences that begin from now on (events are made at the next
+  // begin()); false stops recording.
+  void set_timeline(bool on) { timeline_on_ = on; }
+  // The last inference's timeline: call after it has finished (the executor synchronizes at its
+  // end). An error when it was not recorded or an event has not completed.
+  Result<StreamTimeline> timeline() const;
+
  private:
   StreamingProvider(Backend& backend, const ModelWeights& weights, Plan plan,
                     StreamingOptions options)
@@ -90,6 +103,16 @@ class StreamingProvider final : public GroupProvider {
   std::vector<std::vector<HostCopy>> copies_;  // per streamed group
   std::vector<Slot> slots_;
   std::unique_ptr<Stream> copy_stream_;
+  // Timeline events: per call (compute start, end), per streamed call (copy start, end).
+  struct TimelineEvents {
+    std::unique_ptr<Event> origin;
+    std::vector<std::unique_ptr<Event>> compute_start, compute_end, copy_start, copy_end;
+  };
+  Status prepare_timeline(Stream& stream);
+  void mark(const std::vector<std::unique_ptr<Event>>& events, size_t i, Stream& stream);
+  bool timeline_on_ = false;
+  bool timeline_recorded_ = false;  // the current inference is being recorded
+  TimelineEvents timeline_;
   // The call sequence being executed and where execution stands in it.
   std::vector<Call> calls_;
   std::vector<size_t> streamed_;  // indices into calls_ of the streamed calls, in order

@@ -14,25 +14,56 @@ namespace {
 
 constexpr uint64_t kKnapsackUnits = 4096;
 
-}  // namespace
+struct Smallest {
+  uint64_t bytes = 0;    // resident groups + slots
+  uint64_t largest = 0;  // the largest streamed group's size (0: everything resident)
+};
 
-uint64_t smallest_working_budget(const Schedule& s, bool allow_sequential) {
+// min over t of (groups larger than t resident) + slots × t; ties keep the larger t (fewer
+// groups streamed).
+Smallest smallest_of(const Schedule& s, bool allow_sequential) {
   std::vector<uint64_t> sizes;
   for (size_t g = 0; g < s.group_count(); ++g) {
     if (!s.host_allowed[g]) sizes.push_back(s.bytes[g]);
   }
   std::sort(sizes.begin(), sizes.end(), std::greater<>());
   const uint64_t slots = allow_sequential ? 1 : 2;
-  uint64_t best = 0;  // t = 0: everything resident, no slots
-  for (uint64_t b : sizes) best += b;
+  Smallest best;  // t = 0: everything resident, no slots
+  for (uint64_t b : sizes) best.bytes += b;
   uint64_t larger = 0;  // bytes of the groups before i, all larger than sizes[i] at a new size
   for (size_t i = 0; i < sizes.size() && sizes[i] > 0; ++i) {
     if (i == 0 || sizes[i] != sizes[i - 1]) {
-      best = std::min(best, larger + slots * align_group_bytes(sizes[i]));
+      const uint64_t bytes = larger + slots * align_group_bytes(sizes[i]);
+      if (bytes < best.bytes) best = {bytes, sizes[i]};
     }
     larger += sizes[i];
   }
   return best;
+}
+
+}  // namespace
+
+uint64_t smallest_working_budget(const Schedule& s, bool allow_sequential) {
+  return smallest_of(s, allow_sequential).bytes;
+}
+
+Plan smallest_working_plan(const ModelWeights& weights, const Schedule& s, bool allow_sequential) {
+  const Smallest best = smallest_of(s, allow_sequential);
+  Plan p;
+  p.placement.assign(s.group_count(), Placement::resident);
+  for (size_t g = 0; g < s.group_count(); ++g) {
+    if (s.host_allowed[g]) {
+      p.placement[g] = Placement::host;
+    } else if (best.largest > 0 && s.bytes[g] <= best.largest) {
+      p.placement[g] = Placement::streamed;
+    }
+  }
+  p.mode = allow_sequential ? StreamMode::sequential : StreamMode::pipelined;
+  const uint64_t largest = largest_streamed_group(p, weights);
+  p.slots = largest == 0 ? 0 : (allow_sequential ? 1 : 2);
+  p.slot_bytes = largest == 0 ? 0 : align_group_bytes(largest);
+  if (largest == 0) p.mode = StreamMode::pipelined;
+  return p;
 }
 
 Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget,

@@ -20,6 +20,8 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "model/weights.h"
+#include "plan/plan.h"
 #include "plan/schedule.h"
 
 namespace ferry {
@@ -36,6 +38,12 @@ struct LowerBound {
 // slots are 1 (sequential mode) when `allow_sequential`, else 2. Groups that may stay on the
 // host need nothing.
 uint64_t smallest_working_budget(const Schedule& schedule, bool allow_sequential);
+
+// A plan that fits smallest_working_budget: the groups larger than the best t resident, the
+// rest streamed through one slot (sequential mode, when allowed) or two, groups that may stay on
+// the host there. What a budget error shows as the smallest working configuration.
+Plan smallest_working_plan(const ModelWeights& weights, const Schedule& schedule,
+                           bool allow_sequential);
 
 // Fails (out_of_memory, naming the smallest working budget) when no plan fits the budget.
 Result<LowerBound> latency_lower_bound(const Schedule& schedule, uint64_t weight_budget,

@@ -59,6 +59,7 @@ PlanSearch::PlanSearch(const ModelWeights& weights, const Schedule& schedule, ui
 std::vector<int> PlanSearch::ring_sizes() const {
   std::vector<int> sizes;
   if (options_.allow_sequential) sizes.push_back(1);
+  if (!options_.allow_pipelined) return sizes;
   for (int k = 2; k <= std::min(options_.max_slots, 64); ++k) sizes.push_back(k);
   return sizes;
 }

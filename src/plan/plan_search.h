@@ -27,7 +27,7 @@ class PlanSearch {
   PlanSearch(const ModelWeights& weights, const Schedule& schedule, uint64_t budget,
              const PlannerOptions& options);
 
-  // Ring sizes tried: 1 (sequential, if allowed), then 2..max_slots.
+  // Ring sizes tried: 1 (sequential, if allowed), then 2..max_slots (if pipelining is allowed).
   std::vector<int> ring_sizes() const;
   // The fewest large groups resident that make `slots` slots fit, then groups added in benefit
   // order while they fit; nullopt when no number of residents makes the ring fit.

@@ -32,6 +32,10 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
   if (options.max_slots < 2 || options.max_slots > 64) {
     return make_error(ErrorCode::invalid_argument, "plan: max_slots must be from 2 to 64");
   }
+  if (!options.allow_sequential && !options.allow_pipelined) {
+    return make_error(ErrorCode::invalid_argument,
+                      "plan: neither sequential nor pipelined streaming is allowed");
+  }
   if (weight_budget >= weights.total_bytes()) {
     return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0);
   }

@@ -45,6 +45,7 @@ namespace ferry {
 struct PlannerOptions {
   int max_slots = 4;                 // pipelined ring sizes tried: 2..max_slots (at most 64)
   bool allow_sequential = true;      // one slot, no overlap: for budgets below two slots
+  bool allow_pipelined = true;       // rings of 2..max_slots (false: sequential mode only)
   int kicks = 8;                     // nearest non-improving neighbours searched from
   int forced_resolves = 8;           // knapsack re-choices with one group forced in / out
   int64_t max_evaluations = 200000;  // predictor runs the search may spend

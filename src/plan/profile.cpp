@@ -262,18 +262,15 @@ Status check_profile(const Profile& p, const ModelWeights& weights,
   return {};
 }
 
-Result<Profile> estimate_profile(const ModelConfig& config, const ModelWeights& weights,
-                                 const std::vector<Call>& calls, const CostContext& ctx,
-                                 const MachineRates& rates) {
-  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
-  if (!positive(rates.link_bytes_per_s) || !positive(rates.peak_flops) ||
-      !positive(rates.memory_bandwidth)) {
-    return make_error(ErrorCode::invalid_argument,
-                      "estimate_profile: the link rate, compute peak and memory bandwidth must "
-                      "all be positive");
-  }
+ProfileWorkload profile_workload(const Workload& w) {
+  return ProfileWorkload{w.num_images,    w.image_height, w.image_width,
+                         w.prompt_tokens, w.gen_tokens,   w.flow_steps};
+}
+
+Profile profile_skeleton(const ModelWeights& weights, const MachineRates& rates,
+                         std::string source) {
   Profile p;
-  p.source = "estimated";
+  p.source = std::move(source);
   p.device = rates.device;
   p.byte_path = rates.byte_path;
   p.link_bytes_per_s = rates.link_bytes_per_s;
@@ -284,6 +281,22 @@ Result<Profile> estimate_profile(const ModelConfig& config, const ModelWeights& 
   for (size_t i = 0; i < weights.groups.size(); ++i) {
     p.groups[i].name = weights.groups[i].name;
     p.groups[i].bytes = weights.groups[i].bytes;
+  }
+  return p;
+}
+
+Result<Profile> estimate_profile(const ModelConfig& config, const ModelWeights& weights,
+                                 const std::vector<Call>& calls, const CostContext& ctx,
+                                 const MachineRates& rates) {
+  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  if (!positive(rates.link_bytes_per_s) || !positive(rates.peak_flops) ||
+      !positive(rates.memory_bandwidth)) {
+    return make_error(ErrorCode::invalid_argument,
+                      "estimate_profile: the link rate, compute peak and memory bandwidth must "
+                      "all be positive");
+  }
+  Profile p = profile_skeleton(weights, rates, "estimated");
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
     p.groups[i].dma_s = static_cast<double>(weights.groups[i].bytes) / rates.link_bytes_per_s;
   }
   const std::vector<CallCost> costs = call_costs(config, weights, calls, ctx);

@@ -68,6 +68,9 @@ struct ProfileWorkload {
   bool operator==(const ProfileWorkload&) const = default;
 };
 
+// The fields of a workload that a profile records.
+ProfileWorkload profile_workload(const Workload& w);
+
 struct Profile {
   std::string source = "measured";  // "measured" (the profiler) or "estimated" (the cost model)
   std::string device;               // "NVIDIA H200"
@@ -107,6 +110,11 @@ struct MachineRates {
   double memory_bandwidth = 0;
   HostCosts host;
 };
+
+// A profile of `weights` with the rates' peaks, host costs, device and byte path, every group
+// named and sized, and no times yet (what estimate_profile and the profiler fill in).
+Profile profile_skeleton(const ModelWeights& weights, const MachineRates& rates,
+                         std::string source);
 
 // A profile from the cost model: C_DMA = bytes / link rate; C_EXE = the mean over the group's
 // calls in the phase of max(FLOPs / peak, bytes / bandwidth) (model/cost.h), plus, for a group

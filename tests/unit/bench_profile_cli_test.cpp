@@ -1,5 +1,5 @@
-// `ferry bench --profile` through the binary on a tiny synthesized Alpamayo: the JSON carries the
-// profile of every stage, and the table says how ops were timed.
+// `ferry bench --op-profile` through the binary on a tiny synthesized Alpamayo: the JSON carries
+// the profile of every stage, and the table says how ops were timed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -36,12 +36,12 @@ class BenchProfileCli : public ::testing::Test {
 };
 
 TEST_F(BenchProfileCli, JsonHasTheProfileOfEveryStage) {
-  const testing::CliRun o = bench("--profile --json");
+  const testing::CliRun o = bench("--op-profile --json");
   ASSERT_FALSE(o.signaled) << o.err;
   ASSERT_EQ(o.code, 0) << o.err;
   const auto j = nlohmann::json::parse(o.out);
-  ASSERT_TRUE(j.contains("profile")) << o.out;
-  const auto& p = j["profile"];
+  ASSERT_TRUE(j.contains("op_profile")) << o.out;
+  const auto& p = j["op_profile"];
   EXPECT_NE(p["method"].get<std::string>().find("synchroniz"), std::string::npos);
   for (const char* stage : {"vision", "prefill", "decode", "expert"}) {
     SCOPED_TRACE(stage);
@@ -73,7 +73,7 @@ TEST_F(BenchProfileCli, JsonHasTheProfileOfEveryStage) {
 }
 
 TEST_F(BenchProfileCli, TableNamesTheMethodAndTheTopOps) {
-  const testing::CliRun o = bench("--profile --profile-top 3");
+  const testing::CliRun o = bench("--op-profile --op-profile-top 3");
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.out.find("launch + synchronize latency (~10 us on CUDA)"), std::string::npos)
       << o.out;
@@ -87,10 +87,10 @@ TEST_F(BenchProfileCli, TableNamesTheMethodAndTheTopOps) {
 TEST_F(BenchProfileCli, WithoutTheFlagNoProfileAndABadTopIsRefused) {
   const testing::CliRun o = bench("--json");
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_FALSE(nlohmann::json::parse(o.out).contains("profile"));
-  const testing::CliRun bad = bench("--profile --profile-top 0");
+  EXPECT_FALSE(nlohmann::json::parse(o.out).contains("op_profile"));
+  const testing::CliRun bad = bench("--op-profile --op-profile-top 0");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.err.find("--profile-top"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--op-profile-top"), std::string::npos) << bad.err;
 }
 
 }  // namespace

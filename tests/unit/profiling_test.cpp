@@ -1,4 +1,4 @@
-// ProfilingBackend (`ferry bench --profile`): a tiny Alpamayo inference through the decorator
+// ProfilingBackend (`ferry bench --op-profile`): a tiny Alpamayo inference through the decorator
 // gives the same outputs as without it, and every op the model emits lands in its phase's
 // buckets. The reference for "what the model emits" is an independent recording decorator under
 // the profiler, labelled by its own provider wrapper from each Call.
@@ -43,6 +43,11 @@ class RecordingBackend final : public Backend {
   }
   std::unique_ptr<Stream> create_stream() override { return inner_.create_stream(); }
   std::unique_ptr<Event> create_event() override { return inner_.create_event(); }
+  std::unique_ptr<Event> create_timing_event() override { return inner_.create_timing_event(); }
+  Result<double> elapsed_seconds(Event& start, Event& end) override {
+    return inner_.elapsed_seconds(start, end);
+  }
+  std::optional<uint64_t> device_free_bytes() const override { return inner_.device_free_bytes(); }
   void copy_to_device(Stream& s, void* d, const void* h, size_t n) override {
     note("copy_to_device", n);
     inner_.copy_to_device(s, d, h, n);

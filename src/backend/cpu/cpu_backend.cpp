@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -41,6 +43,29 @@ size_t physical_memory_bytes() {
   const long page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return 0;
   return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
+// MemAvailable from /proc/meminfo (what can be taken without swapping, page cache included),
+// else the free pages; 0 when neither can be read.
+uint64_t available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f != nullptr) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        found = true;
+        break;
+      }
+    }
+    std::fclose(f);
+    if (found) return static_cast<uint64_t>(kib) * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
 // A recording: the closures a capturing stream collected, enqueued again on every launch.
@@ -102,6 +127,21 @@ class CpuBackend final : public Backend {
   }
 
   std::unique_ptr<Event> create_event() override { return std::make_unique<cpu::CpuEvent>(); }
+  std::unique_ptr<Event> create_timing_event() override {
+    return std::make_unique<cpu::CpuEvent>(/*timing=*/true);
+  }
+
+  Result<double> elapsed_seconds(Event& start, Event& end) override {
+    FERRY_ASSIGN_OR_RETURN(const auto a, completion_time(start));
+    FERRY_ASSIGN_OR_RETURN(const auto b, completion_time(end));
+    return std::chrono::duration<double>(b - a).count();
+  }
+
+  std::optional<uint64_t> device_free_bytes() const override {
+    const uint64_t available = available_memory_bytes();
+    if (available == 0) return std::nullopt;
+    return available;
+  }
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
     if (refuse_while_capturing(as_cpu(stream), "a copy from the host")) return;
@@ -169,7 +209,10 @@ class CpuBackend final : public Backend {
     as_cpu(stream).enqueue([state, generation] {
       {
         std::lock_guard lock(state->mutex);
-        state->completed = std::max(state->completed, generation);
+        if (generation > state->completed) {
+          state->completed = generation;
+          if (state->timing) state->completed_at = std::chrono::steady_clock::now();
+        }
       }
       state->cv.notify_all();
       return Status();
@@ -208,6 +251,29 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // When a timing event's latest record completed; an error if it is not one, was never
+  // recorded, or has not completed.
+  static Result<std::chrono::steady_clock::time_point> completion_time(Event& e) {
+    auto* p = dynamic_cast<cpu::CpuEvent*>(&e);
+    if (p == nullptr) {
+      return make_error(ErrorCode::invalid_argument, "cpu: event was not created by this backend");
+    }
+    const std::shared_ptr<cpu::EventState>& state = p->state();
+    std::lock_guard lock(state->mutex);
+    if (!state->timing) {
+      return make_error(ErrorCode::invalid_argument,
+                        "cpu: elapsed time asked of an event created without timing");
+    }
+    if (state->recorded == 0) {
+      return make_error(ErrorCode::invalid_argument, "cpu: elapsed time of an unrecorded event");
+    }
+    if (state->completed < state->recorded) {
+      return make_error(ErrorCode::invalid_argument,
+                        "cpu: elapsed time of an event that has not completed (synchronize first)");
+    }
+    return state->completed_at;
+  }
+
   void enqueue_copy(Stream& stream, void* dst, const void* src, size_t bytes) {
     as_cpu(stream).enqueue([dst, src, bytes] {
       if (bytes > 0) std::memcpy(dst, src, bytes);

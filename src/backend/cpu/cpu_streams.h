@@ -5,9 +5,11 @@
 // generation when it runs; a wait enqueues a closure that blocks its stream until `completed`
 // reaches the generation recorded at the time of the wait call. `completed` only grows, so an
 // event re-recorded on a second stream before the first record ran counts as complete for both
-// once the later one runs (CUDA events have the same last-record-wins meaning).
+// once the later one runs (CUDA events have the same last-record-wins meaning). A timing event
+// also keeps the steady_clock time at which its latest generation's marker ran.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -70,11 +72,16 @@ struct EventState {
   std::condition_variable cv;
   uint64_t recorded = 0;   // generation of the latest record()
   uint64_t completed = 0;  // highest generation whose marker has run
+  // Timing events: when the marker of generation `completed` ran, read on the stream's thread.
+  bool timing = false;
+  std::chrono::steady_clock::time_point completed_at{};
 };
 
 class CpuEvent final : public Event {
  public:
-  CpuEvent() : state_(std::make_shared<EventState>()) {}
+  explicit CpuEvent(bool timing = false) : state_(std::make_shared<EventState>()) {
+    state_->timing = timing;
+  }
   const std::shared_ptr<EventState>& state() const { return state_; }
 
  private:

@@ -1,6 +1,6 @@
-// The CUDA backend: cudaMalloc'd buffers, non-blocking streams, timing-free events, async copies,
-// and the op kernels (cuda_ops.cpp). Errors from calls that return void (copies, record, wait)
-// are kept on the stream and reported by synchronize(stream).
+// The CUDA backend: cudaMalloc'd buffers, non-blocking streams, events (timing-free unless asked
+// for), async copies, and the op kernels (cuda_ops.cpp). Errors from calls that return void
+// (copies, record, wait) are kept on the stream and reported by synchronize(stream).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
@@ -190,10 +190,39 @@ class CudaBackend final : public Backend {
                                         Status());
   }
 
-  std::unique_ptr<Event> create_event() override {
-    auto e = make_event(false);
-    if (!e.ok()) return std::make_unique<CudaEvent>(UniqueEvent(), e.status());
-    return std::make_unique<CudaEvent>(std::move(e).value(), Status());
+  std::unique_ptr<Event> create_event() override { return event_with(false); }
+  std::unique_ptr<Event> create_timing_event() override { return event_with(true); }
+
+  // cudaEventElapsedTime: both events need timing and a completed last record (not ready is an
+  // error here, not a wait). Resolution is about half a microsecond.
+  Result<double> elapsed_seconds(Event& start, Event& end) override {
+    auto& a = as_cuda(start);
+    auto& b = as_cuda(end);
+    FERRY_RETURN_IF_ERROR(a.error());
+    FERRY_RETURN_IF_ERROR(b.error());
+    if (!a.timing() || !b.timing()) {
+      return make_error(ErrorCode::invalid_argument,
+                        "cuda: elapsed time asked of an event created without timing");
+    }
+    float ms = 0;
+    const cudaError_t err = cudaEventElapsedTime(&ms, a.handle(), b.handle());
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return make_error(
+          ErrorCode::invalid_argument,
+          "cuda: elapsed time of an event that has not completed (synchronize first)");
+    }
+    FERRY_CUDA_CHECK(err);
+    return static_cast<double>(ms) * 1e-3;
+  }
+
+  std::optional<uint64_t> device_free_bytes() const override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::nullopt;
+    }
+    return static_cast<uint64_t>(free);
   }
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
@@ -322,6 +351,12 @@ class CudaBackend final : public Backend {
 
  protected:
   void free_host(void* data, size_t) override { (void)cudaFreeHost(data); }
+
+  static std::unique_ptr<Event> event_with(bool timing) {
+    auto e = make_event(timing);
+    if (!e.ok()) return std::make_unique<CudaEvent>(UniqueEvent(), e.status(), timing);
+    return std::make_unique<CudaEvent>(std::move(e).value(), Status(), timing);
+  }
 
  private:
   int device_ = 0;

@@ -51,14 +51,16 @@ class CudaStream final : public Stream {
 
 class CudaEvent final : public Event {
  public:
-  CudaEvent(UniqueEvent event, Status init_error)
-      : event_(std::move(event)), error_(std::move(init_error)) {}
+  CudaEvent(UniqueEvent event, Status init_error, bool timing = false)
+      : event_(std::move(event)), error_(std::move(init_error)), timing_(timing) {}
   cudaEvent_t handle() const { return event_.get(); }
   const Status& error() const { return error_; }
+  bool timing() const { return timing_; }  // created with timing on (elapsed time works)
 
  private:
   UniqueEvent event_;
   Status error_;
+  bool timing_ = false;
 };
 
 // The cudaStream_t behind a Stream created by the CUDA backend (nullptr for any other stream).

@@ -1,0 +1,60 @@
+// `ferry bench` (internal to cmd_bench.cpp and bench_sweep.cpp): its flags, and the timed runs
+// of one session that the single-budget report and the sweep share.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/cli_support.h"
+#include "cli/progress.h"
+#include "cli/session_args.h"
+#include "cli/workload_args.h"
+#include "exec/machine_limits.h"
+#include "exec/runner.h"
+#include "exec/session.h"
+#include "exec/stream_timeline.h"
+#include "model/inference.h"
+
+namespace ferry::cli {
+
+struct BenchArgs {
+  std::string model;
+  std::string backend;
+  int runs = 5;
+  int warmup = 1;
+  WorkloadArgs workload;
+  bool json = false;
+  bool graphs = true;
+  bool op_profile = false;
+  int op_profile_top = 15;
+  bool timeline = true;  // one more run with timing events when weights stream
+  std::string sweep;     // "auto" or a list of budgets; empty: one session
+  int sweep_points = 12;
+  std::string plot;
+  SessionArgs session;
+  bool quiet = false;
+};
+
+inline const Reporter kBenchReport{"bench"};
+
+// Warm-up and timed runs of a session; every timed run's outputs must equal the first's.
+struct TimedRuns {
+  std::optional<InferenceResult> first;
+  std::vector<PhaseTimes> times;  // one per timed run
+  double median_total() const;
+};
+TimedRuns time_runs(Session& session, const BenchArgs& a, const Checkpoint& checkpoint,
+                    Progress& progress, bool say);
+
+// One more run with the streaming provider's timeline on (what the copy engine did); nullopt
+// when nothing is streamed.
+std::optional<TimelineSummary> timeline_run(Session& session, const Checkpoint& checkpoint);
+
+// `ferry bench --sweep`: one session per budget, in one process (bench_sweep.cpp).
+// Each session gets a backend of its own (a budget is reserved once per backend); `limits` were
+// measured before.
+void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
+                 const MachineLimits& limits, const SessionOptions& so);
+
+}  // namespace ferry::cli

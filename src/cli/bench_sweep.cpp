@@ -1,0 +1,161 @@
+// `ferry bench --sweep`: the measured VRAM-latency curve, one session per budget in one process,
+// beside the predictor's time for each session's plan and the lower bound. Budgets ascend; at each
+// one the plan is the planner's, or the previous budget's when that fits and is predicted faster
+// (as `ferry plan --sweep` does), so measured and predicted curves describe the same plans.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/bench.h"
+#include "cli/plan_report.h"
+#include "cli/size_arg.h"
+#include "core/units.h"
+#include "exec/session.h"
+#include "format/atomic_write.h"
+#include "plan/sweep.h"
+
+namespace ferry::cli {
+
+namespace {
+
+const Reporter& report = kBenchReport;
+
+// The budgets of --sweep: "auto" (fixed bytes + plan/sweep.h's budgets for weights), or a list.
+std::vector<uint64_t> sweep_budgets(const BenchArgs& a, const PlanningContext& ctx) {
+  std::vector<uint64_t> out;
+  if (a.sweep == "auto") {
+    for (uint64_t wb :
+         sweep_weight_budgets(ctx.schedule, ctx.planner.allow_sequential, a.sweep_points)) {
+      out.push_back(ctx.fixed_bytes() + wb);
+    }
+    return out;
+  }
+  std::stringstream in(a.sweep);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    Result<uint64_t> b = parse_size(item);
+    if (!b.ok()) report.fail("--sweep: " + b.error().message + " (or auto)");
+    out.push_back(*b);
+  }
+  if (out.empty()) report.fail("--sweep: no budgets");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
+                 const MachineLimits& limits, const SessionOptions& so) {
+  if (so.vram || so.vram_auto) report.fail("--sweep sets the budget of each session: drop --vram");
+  if (so.plan.plan || so.plan.resident || so.plan.resident_count) {
+    report.fail("--sweep plans every budget: drop --plan, --resident and --resident-count");
+  }
+  const bool say = !a.json && !a.quiet;
+  const ModelWeights& weights = m.weights;
+  // A backend per session: a budget is reserved once per backend and held until it goes.
+  auto make_backend = [&] {
+    return report.check(backend_from_flag(a.backend, a.session.check_streams));
+  };
+  std::unique_ptr<Backend> probe = make_backend();
+  const std::string backend_name(probe->name());
+  const std::string device = probe->info().name;
+  const PlanningContext ctx =
+      report.check(planning_context_now(*probe, m.config, weights, m.checkpoint, w, so));
+  probe.reset();
+  const std::vector<uint64_t> budgets = sweep_budgets(a, ctx);
+  std::vector<SweepRow> rows;
+  std::optional<Plan> previous;
+  for (size_t i = 0; i < budgets.size(); ++i) {
+    std::unique_ptr<Backend> owned = make_backend();
+    Backend& backend = *owned;
+    SessionOptions o = so;
+    o.vram = budgets[i];
+    // The planner's plan here, against the previous budget's (now planned with this moment's
+    // runtime bytes, exactly as the session will check them).
+    SessionPlan chosen = report.check(plan_session_full(backend, m.config, weights, w, o,
+                                                        runtime_bytes_now(backend), ctx.in_place));
+    bool carried = false;
+    if (previous) {
+      SessionOptions with_previous = o;
+      with_previous.plan.plan = *previous;
+      Result<SessionPlan> again = plan_session_full(backend, m.config, weights, w, with_previous,
+                                                    runtime_bytes_now(backend), ctx.in_place);
+      if (again.ok() && again->prediction.total_s < chosen.prediction.total_s) {
+        chosen = std::move(again).value();
+        carried = true;
+      }
+    }
+    o.plan.plan = chosen.plan;
+    if (say) {
+      std::fprintf(stderr, "bench: budget %zu/%zu, %s: predicted %.4f s\n", i + 1, budgets.size(),
+                   binary_bytes(budgets[i]).c_str(), chosen.prediction.total_s);
+    }
+    std::optional<Progress> progress(std::in_place, "bench", !a.quiet);
+    progress->stage("loading weights for " + binary_bytes(budgets[i]));
+    std::unique_ptr<Session> session =
+        report.check(Session::open(backend, m.config, weights, m.checkpoint, w, o));
+    const StreamingStats loaded = session->streaming();
+    const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, false);
+    progress.reset();
+    const StreamingStats& st = session->streaming();
+    SweepRow r;
+    r.vram = budgets[i];
+    r.weight_budget = budgets[i] - std::min(budgets[i], ctx.fixed_bytes());
+    r.plan = session->plan();
+    r.predicted_s = session->planned().prediction.total_s;
+    r.predicted_link_bytes = session->planned().prediction.link_bytes;
+    r.bound_s = session->planned().bound ? session->planned().bound->total_s : 0.0;
+    r.carried = carried;
+    r.measured_s = timed.median_total();
+    r.measured_link = static_cast<double>(st.bytes_copied - loaded.bytes_copied) /
+                      static_cast<double>(a.warmup + a.runs);
+    rows.push_back(std::move(r));
+    previous = session->plan();
+  }
+  const std::string title =
+      "ferry bench --sweep: " + std::string(architecture_name(m.config.arch)) + " on " + device;
+  if (!a.plot.empty()) report.check(write_file_atomic(a.plot, sweep_svg(rows, title)));
+  double worst = 0;
+  for (const SweepRow& r : rows) {
+    if (r.measured_s && *r.measured_s > 0) {
+      worst = std::max(worst, std::abs(r.predicted_s - *r.measured_s) / *r.measured_s);
+    }
+  }
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["architecture"] = architecture_name(m.config.arch);
+    j["backend"] = backend_name;
+    j["device"] = device;
+    j["runs"] = a.runs;
+    j["warmup"] = a.warmup;
+    j["workload"] = workload_json(w);
+    j["profile_source"] = ctx.profile.source;
+    j["machine"] = {{"bf16_gemm_tflops", limits.gemm_flops / 1e12},
+                    {"copy_bandwidth_gbs", limits.copy_bandwidth / 1e9},
+                    {"h2d_gbs", limits.h2d_bandwidth / 1e9}};
+    j["max_abs_error"] = worst;
+    j["sweep"] = sweep_json(rows, weights);
+    if (!a.plot.empty()) j["plot"] = a.plot;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    return;
+  }
+  std::printf("ferry bench --sweep: %s (%s) on %s, %s; median of %d runs after %d warm-up\n",
+              a.model.c_str(), architecture_name(m.config.arch), device.c_str(),
+              describe_workload(w, m.config).c_str(), a.runs, a.warmup);
+  std::printf("predicted from the %s profile; link %.1f GB/s measured (page-locked)\n\n",
+              ctx.profile.source.c_str(), limits.h2d_bandwidth / 1e9);
+  print_sweep(stdout, rows, weights);
+  if (!a.plot.empty()) std::printf("\nplot: %s", a.plot.c_str());
+  std::printf("\nlargest |predicted - measured| / measured: %.2f%% over %zu budgets\n",
+              100.0 * worst, rows.size());
+}
+
+}  // namespace ferry::cli

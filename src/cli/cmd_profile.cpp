@@ -1,0 +1,153 @@
+// `ferry profile`: measures, on this machine and under a budget if one is given, what the planner
+// and the predictor need (exec/profiler.h: C_DMA and C_EXE per group and phase from device
+// events, the link and compute peaks, the host steps and the launch time) and writes it as a
+// profile file (docs/planner.md) for `ferry plan --profile` and `run/bench --profile`.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cli/cli_support.h"
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "cli/session_args.h"
+#include "cli/workload_args.h"
+#include "core/units.h"
+#include "exec/machine_limits.h"
+#include "exec/profiler.h"
+#include "exec/session.h"
+#include "format/atomic_write.h"
+
+namespace ferry::cli {
+namespace {
+
+struct ProfileArgs {
+  std::string model;
+  std::string backend;
+  WorkloadArgs workload;
+  SessionArgs session;
+  std::string out;
+  int runs = 5;
+  int warmup = 1;
+  bool json = false;
+  bool quiet = false;
+};
+
+const Reporter report{"profile"};
+
+// What the profile says the copies read: the tier's path as the planner's docs name it.
+std::string byte_path_of(const Backend& backend, const HostTier& tier) {
+  if (backend.name() == "cpu") return "host-memory";
+  return tier.registered() ? "registered-mapping" : "pageable";
+}
+
+void profile(const ProfileArgs& a) {
+  const OpenModel m = report.check(open_model(a.model));
+  const ModelWeights& weights = m.weights;
+  const Workload w = report.check(reference_workload(a.workload, m.config));
+  SessionOptions so = report.check(session_options(a.session, weights, InferenceOptions{}));
+  std::unique_ptr<Backend> backend =
+      report.check(backend_from_flag(a.backend, a.session.check_streams));
+  std::optional<Progress> progress(std::in_place, "profile", !a.quiet);
+  MachineLimits limits;
+  {
+    // Before the budget is reserved: its buffers are large and temporary.
+    auto stream = backend->create_stream();
+    progress->stage("measuring the machine's limits");
+    limits = report.check(measure_machine_limits(*backend, *stream));
+  }
+  so.rates = measured_machine_rates(*backend, limits);
+  std::vector<double> dma;
+  std::string byte_path;
+  {
+    // A tier of its own, closed before the session registers the checkpoint again.
+    const HostTier tier = report.check(HostTier::open(*backend, m.checkpoint, so.host_path));
+    byte_path = byte_path_of(*backend, tier);
+    progress->stage("timing the copy of every group");
+    dma = report.check(measure_group_copies(*backend, weights, tier, a.runs));
+  }
+  progress->stage("loading weights");
+  std::unique_ptr<Session> session =
+      report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, so));
+  progress->stage("timing every call");
+  const CallMeasurements calls = report.check(measure_calls(*session, weights, a.runs, a.warmup));
+  progress.reset();
+  const Profile p =
+      measured_profile(weights, dma, calls, limits, backend->info().name, byte_path, w);
+  report.check(check_profile(p, weights, session->calls()));
+  report.check(write_file_atomic(a.out, profile_to_json(p)));
+
+  double dma_total = 0;
+  for (double d : dma) dma_total += d;
+  std::array<double, kPhaseCount> exe{};
+  for (const Call& c : session->calls()) {
+    const GroupProfile& g = p.groups[static_cast<size_t>(c.group)];
+    exe[phase_index(c.phase)] += g.exe_s[phase_index(c.phase)].value_or(0);
+  }
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["out"] = a.out;
+    j["device"] = p.device;
+    j["runs"] = p.runs;
+    j["groups"] = p.groups.size();
+    j["byte_path"] = p.byte_path;
+    j["link_bytes_per_s"] = p.link_bytes_per_s;
+    j["peak_flops"] = p.peak_flops;
+    j["memory_bandwidth_bytes_per_s"] = p.memory_bandwidth;
+    j["host"] = {{"sampling_s", p.host.sampling_s},
+                 {"euler_s", p.host.euler_s},
+                 {"launch_s", p.host.launch_s}};
+    j["all_copies_s"] = dma_total;
+    for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
+      if (exe[phase_index(ph)] > 0) j["compute_s"][phase_name(ph)] = exe[phase_index(ph)];
+    }
+    j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    return;
+  }
+  std::printf("ferry profile: %s on %s, %s, median of %d runs\n", a.model.c_str(), p.device.c_str(),
+              describe_workload(w, m.config).c_str(), a.runs);
+  std::printf("link       %.1f GB/s peak (%s); every group copied once: %.4f s\n",
+              p.link_bytes_per_s / 1e9, p.byte_path.c_str(), dma_total);
+  std::printf("compute    BF16 GEMM %.3g TFLOP/s, device memory %.1f GB/s\n", p.peak_flops / 1e12,
+              p.memory_bandwidth / 1e9);
+  std::printf(
+      "calls      vision %.4f s, prefill %.4f s, decode %.4f s, expert %.4f s "
+      "(sums of C_EXE over the calls)\n",
+      exe[0], exe[1], exe[2], exe[3]);
+  std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
+              p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
+  print_plan(stdout, session->plan(), weights, session->memory());
+  std::printf("wrote      %s (%zu groups)\n", a.out.c_str(), p.groups.size());
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto args = std::make_shared<ProfileArgs>();
+  auto* cmd = app.add_subcommand("profile",
+                                 "Measure copy and compute times per weight group for the planner");
+  cmd->add_option("--model", args->model, "Checkpoint folder (config.json + safetensors)")
+      ->check(not_empty())
+      ->required();
+  cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
+      ->check(not_empty());
+  cmd->add_option("--out", args->out, "The profile file to write")->check(not_empty())->required();
+  add_int_option(cmd, "--runs", &args->runs, 1, 1000, "Runs each time is the median of")
+      ->default_str(std::to_string(args->runs));
+  add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed inferences first")
+      ->default_str(std::to_string(args->warmup));
+  add_workload_options(cmd, &args->workload);
+  add_session_options(cmd, &args->session);
+  cmd->add_flag("--json", args->json, "Print a JSON summary");
+  cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
+  cmd->callback([args] { profile(*args); });
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,42 @@
+// What `ferry plan` and `ferry bench` print about predictions: a plan's predicted time per stage
+// against the lower bound, and the VRAM-latency curve of a sweep as a table, JSON and an SVG
+// plot (predicted, measured when there is a measurement, T_lb).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/lower_bound.h"
+#include "plan/plan.h"
+#include "plan/predictor.h"
+
+namespace ferry::cli {
+
+nlohmann::ordered_json prediction_json(const Prediction& p);
+nlohmann::ordered_json bound_json(const LowerBound& b);
+
+// "predicted  1.234 s, T_lb 1.100 s (...)" and one line per stage.
+void print_prediction(std::FILE* out, const Prediction& p, const std::optional<LowerBound>& bound);
+
+struct SweepRow {
+  uint64_t vram = 0;           // the whole budget
+  uint64_t weight_budget = 0;  // its share for weights
+  Plan plan;
+  double predicted_s = 0;
+  uint64_t predicted_link_bytes = 0;
+  double bound_s = 0;
+  bool carried = false;                 // a smaller budget's plan (plan/sweep.h)
+  std::optional<double> measured_s;     // bench: the median of the timed runs
+  std::optional<double> measured_link;  // bench: bytes over the link per inference
+};
+
+void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelWeights& weights);
+nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const ModelWeights& weights);
+// Seconds against GiB of budget: predicted, T_lb, and measured where the rows have it.
+std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
+
+}  // namespace ferry::cli

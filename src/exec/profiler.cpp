@@ -1,0 +1,215 @@
+#include "exec/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+
+#include "plan/schedule.h"
+
+namespace ferry {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Times the host around the executor's calls (see profiler.h): host steps and launch gaps.
+class HostTimer final : public GroupProvider {
+ public:
+  HostTimer(Backend& backend, GroupProvider& inner, const ModelWeights& weights)
+      : backend_(backend), inner_(inner), weights_(weights) {}
+
+  Status begin(Stream& stream, std::span<const Call> calls) override {
+    calls_.assign(calls.begin(), calls.end());
+    next_ = 0;
+    pending_ = HostStep::none;
+    return inner_.begin(stream, calls);
+  }
+
+  Result<void*> acquire(Stream& stream, const Call& call) override {
+    const Clock::time_point now = Clock::now();
+    if (pending_ != HostStep::none) {
+      (pending_ == HostStep::sampling ? sampling : euler).push_back(seconds_between(ready_, now));
+      pending_ = HostStep::none;
+    } else if (next_ > 0 && calls_[next_ - 1].phase == call.phase) {
+      launch.push_back(seconds_between(last_acquire_, now));
+    }
+    last_acquire_ = now;
+    return inner_.acquire(stream, call);
+  }
+
+  Status release(Stream& stream, const Call& call) override {
+    FERRY_RETURN_IF_ERROR(inner_.release(stream, call));
+    const HostStep step = host_step_after(calls_, weights_, next_++);
+    if (step != HostStep::none) {
+      // The host step reads this call's output: it starts when the call's compute is done.
+      FERRY_RETURN_IF_ERROR(backend_.synchronize(stream));
+      ready_ = Clock::now();
+      pending_ = step;
+    }
+    return {};
+  }
+
+  // A host step after the last call ends with the inference.
+  void finish() {
+    if (pending_ == HostStep::none) return;
+    (pending_ == HostStep::sampling ? sampling : euler)
+        .push_back(seconds_between(ready_, Clock::now()));
+    pending_ = HostStep::none;
+  }
+
+  std::vector<double> sampling, euler, launch;
+
+ private:
+  Backend& backend_;
+  GroupProvider& inner_;
+  const ModelWeights& weights_;
+  std::vector<Call> calls_;
+  size_t next_ = 0;
+  HostStep pending_ = HostStep::none;
+  Clock::time_point ready_{};
+  Clock::time_point last_acquire_{};
+};
+
+}  // namespace
+
+Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
+                                                 const HostTier& tier, int runs) {
+  if (runs < 1) return make_error(ErrorCode::invalid_argument, "profile: runs must be at least 1");
+  uint64_t largest = 0;
+  for (const WeightGroup& g : weights.groups) largest = std::max(largest, g.bytes);
+  FERRY_ASSIGN_OR_RETURN(DeviceBuffer slot,
+                         backend.allocate(std::max<uint64_t>(largest, 256), "profile slot"));
+  std::unique_ptr<Stream> copy = backend.create_copy_stream();
+  std::unique_ptr<Event> start = backend.create_timing_event();
+  std::unique_ptr<Event> end = backend.create_timing_event();
+  std::vector<double> out;
+  out.reserve(weights.groups.size());
+  for (const WeightGroup& g : weights.groups) {
+    FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> copies, tier.copies(g));
+    auto enqueue = [&] {
+      for (const HostCopy& c : copies) {
+        backend.copy_from_mapping(*copy, static_cast<char*>(slot.data()) + c.dst_offset, c.src,
+                                  c.bytes, *c.file);
+      }
+    };
+    enqueue();  // untimed: pages into the cache, clocks up
+    FERRY_RETURN_IF_ERROR(backend.synchronize(*copy));
+    std::vector<double> times;
+    for (int r = 0; r < runs; ++r) {
+      backend.record(*start, *copy);
+      enqueue();
+      backend.record(*end, *copy);
+      FERRY_RETURN_IF_ERROR(backend.synchronize(*copy));
+      FERRY_ASSIGN_OR_RETURN(double t, backend.elapsed_seconds(*start, *end));
+      times.push_back(std::max(t, 0.0));
+    }
+    out.push_back(median(std::move(times)));
+  }
+  return out;
+}
+
+PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
+  // Per (group, phase): the mean over the phase's calls in each run.
+  std::vector<std::array<std::vector<double>, kPhaseCount>> per_run(groups);
+  for (const StreamTimeline& t : timelines) {
+    std::vector<std::array<double, kPhaseCount>> sum(groups);
+    std::vector<std::array<int64_t, kPhaseCount>> count(groups);
+    for (size_t i = 0; i < t.calls.size() && i < t.compute.size(); ++i) {
+      const auto g = static_cast<size_t>(t.calls[i].group);
+      if (g >= groups) continue;
+      const size_t ph = phase_index(t.calls[i].phase);
+      sum[g][ph] += std::max(0.0, t.compute[i].seconds());
+      ++count[g][ph];
+    }
+    for (size_t g = 0; g < groups; ++g) {
+      for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+        if (count[g][ph] > 0) {
+          per_run[g][ph].push_back(sum[g][ph] / static_cast<double>(count[g][ph]));
+        }
+      }
+    }
+  }
+  PhaseTimesOfGroups out(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      if (!per_run[g][ph].empty()) out[g][ph] = median(per_run[g][ph]);
+    }
+  }
+  return out;
+}
+
+Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
+                                       int warmup) {
+  if (runs < 1) return make_error(ErrorCode::invalid_argument, "profile: runs must be at least 1");
+  for (int i = 0; i < warmup; ++i) FERRY_RETURN_IF_ERROR(session.run().status());
+  CallMeasurements m;
+  m.runs = runs;
+  StreamingProvider& streaming = session.streaming_provider();
+  std::vector<StreamTimeline> timelines;
+  streaming.set_timeline(true);
+  for (int r = 0; r < runs; ++r) {
+    Result<InferenceResult> run = session.run();
+    if (!run.ok()) {
+      streaming.set_timeline(false);
+      return run.error();
+    }
+    Result<StreamTimeline> t = streaming.timeline();
+    if (!t.ok()) {
+      streaming.set_timeline(false);
+      return t.error();
+    }
+    timelines.push_back(std::move(t).value());
+  }
+  streaming.set_timeline(false);
+  m.exe_s = exe_times(timelines, weights.groups.size());
+
+  HostTimer timer(session.backend(), session.provider(), weights);
+  for (int r = 0; r < runs; ++r) {
+    FERRY_RETURN_IF_ERROR(session.run(&timer).status());
+    timer.finish();
+  }
+  m.host.sampling_s = median(timer.sampling);
+  m.host.euler_s = median(timer.euler);
+  m.host.launch_s = median(timer.launch);
+  return m;
+}
+
+Profile measured_profile(const ModelWeights& weights, const std::vector<double>& dma_s,
+                         const CallMeasurements& calls, const MachineLimits& limits,
+                         const std::string& device, const std::string& byte_path,
+                         const Workload& workload) {
+  MachineRates rates;
+  rates.device = device;
+  rates.byte_path = byte_path;
+  rates.peak_flops = limits.gemm_flops;
+  rates.memory_bandwidth = limits.copy_bandwidth;
+  rates.host = calls.host;
+  double link = limits.h2d_bandwidth;
+  for (size_t g = 0; g < weights.groups.size() && g < dma_s.size(); ++g) {
+    if (dma_s[g] > 0) {
+      link = std::max(link, static_cast<double>(weights.groups[g].bytes) / dma_s[g]);
+    }
+  }
+  rates.link_bytes_per_s = std::clamp(link, 1.0, kMaxLinkRate);
+  Profile p = profile_skeleton(weights, rates, "measured");
+  p.runs = calls.runs;
+  p.workload = profile_workload(workload);
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    if (g < dma_s.size()) p.groups[g].dma_s = dma_s[g];
+    if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
+  }
+  return p;
+}
+
+}  // namespace ferry

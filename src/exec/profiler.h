@@ -1,0 +1,64 @@
+// The profiler behind `ferry profile`: measures what the predictor needs (plan/profile.h) on the
+// machine at hand, with device timing events, under a budget if one is given:
+//
+//   C_DMA   each group copied from the host tier into one device buffer on a copy stream, between
+//           two timing events, nothing else running; one untimed copy first (page cache, clocks),
+//           then the median of `runs`. The buffer is as large as the largest group, which any
+//           working budget holds (resident or as a slot), so a 12-16 GB card can run it.
+//   C_EXE   a session's inferences with the streaming provider's timeline on: each call's compute
+//           span on the compute stream, from after its copy's wait to its last op, whether its
+//           group is resident or in a slot; per (group, phase) the mean over the phase's calls,
+//           then the median over runs.
+//   host    inferences through a decorator that, after each call with a host step (sampling, the
+//           Euler update), waits for the call's compute and times the host until it enqueues the
+//           next call; and the host time from one call to the next (the launch time) where no
+//           host step or stage boundary falls between. Medians over every such gap of every run.
+//   peaks   exec/machine_limits.h (measured before the session reserves its budget).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "exec/host_tier.h"
+#include "exec/machine_limits.h"
+#include "exec/session.h"
+#include "exec/stream_timeline.h"
+#include "model/weights.h"
+#include "model/workload.h"
+#include "plan/profile.h"
+
+namespace ferry {
+
+// C_DMA per group (seconds; index: ModelWeights::groups), the median of `runs` copies.
+Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
+                                                 const HostTier& tier, int runs);
+
+// C_EXE per group and phase (median over timelines of the mean over the phase's calls).
+using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseCount>>;
+PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
+
+struct CallMeasurements {
+  PhaseTimesOfGroups exe_s;  // per group
+  HostCosts host;
+  int runs = 0;
+};
+
+// `runs` timed inferences with the timeline (after `warmup` untimed ones, which also record the
+// session's graphs), then `runs` with the host timer.
+Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
+                                       int warmup);
+
+// The profile file's contents from the measurements. The link peak is the larger of the measured
+// page-locked peak and the fastest group copy, so that no C_DMA beats bytes / peak (T_lb's link
+// term stays a bound).
+Profile measured_profile(const ModelWeights& weights, const std::vector<double>& dma_s,
+                         const CallMeasurements& calls, const MachineLimits& limits,
+                         const std::string& device, const std::string& byte_path,
+                         const Workload& workload);
+
+}  // namespace ferry

@@ -1,0 +1,323 @@
+#include "exec/session_plan.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/units.h"
+#include "exec/measuring_backend.h"
+#include "model/cost.h"
+
+namespace ferry {
+
+namespace {
+
+// Device bytes of the model runner's own buffers, by purpose, from a measure pass.
+Result<std::vector<std::pair<std::string, uint64_t>>> measure_runner(
+    Backend& backend, const ModelConfig& config, const ModelWeights& weights,
+    const Workload& workload, const InferenceOptions& options) {
+  MeasuringBackend measure(backend.compute_stream_bytes());
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
+                         create_runner(measure, config, weights, workload, options));
+  const MemoryLedger l = measure.ledger();
+  return l.by_purpose;
+}
+
+// --resident-count K: K text layers at Eq. 8's positions and every group that is not a layer
+// (the paper's rule: patch embedding, mergers, LM head, expert projections resident), the
+// embedding on the host where it can be.
+Result<Plan> counted_plan(const ModelWeights& weights, int k, bool in_place, StreamMode mode,
+                          int slots) {
+  int text_total = 0;
+  for (const WeightGroup& g : weights.groups) text_total += g.kind == GroupKind::decoder_layer;
+  const std::vector<int> chosen = interleaved_layers(k, text_total);
+  std::vector<std::string> names;
+  for (const WeightGroup& g : weights.groups) {
+    const bool layer = g.kind == GroupKind::decoder_layer || g.kind == GroupKind::vision_block ||
+                       g.kind == GroupKind::expert_layer;
+    if (g.kind == GroupKind::embedding) {
+      if (!in_place) names.push_back(g.name);
+    } else if (!layer) {
+      names.push_back(g.name);
+    } else if (g.kind == GroupKind::decoder_layer &&
+               std::find(chosen.begin(), chosen.end(), g.layer) != chosen.end()) {
+      names.push_back(g.name);
+    }
+  }
+  return plan_with_resident(weights, names, mode, slots);
+}
+
+Result<Plan> explicit_plan(const ModelWeights& weights, const PlanRequest& req, bool in_place) {
+  FERRY_ASSIGN_OR_RETURN(Plan p, plan_with_resident(weights, *req.resident, req.mode, req.slots));
+  if (!in_place) {
+    for (size_t i = 0; i < p.placement.size(); ++i) {
+      if (p.placement[i] == Placement::host) {
+        return make_error(ErrorCode::unsupported,
+                          weights.groups[i].name +
+                              " cannot stay on the host here (kernels cannot read the host tier "
+                              "in place): name it in --resident");
+      }
+    }
+  }
+  return p;
+}
+
+PlannerOptions planner_options(const PlanRequest& req) {
+  PlannerOptions o;
+  const bool sequential = req.mode == StreamMode::sequential;
+  o.allow_sequential = !req.mode_given || sequential;
+  o.allow_pipelined = !req.mode_given || !sequential;
+  if (req.slots_given) o.max_slots = std::clamp(req.slots, 2, 64);
+  return o;
+}
+
+// Cache rows the expert attends, before a run has told: the prompt and the generated tokens.
+int64_t expected_expert_keys(const ModelConfig& config, const Workload& w) {
+  return config.alpamayo() != nullptr ? w.prompt_tokens + w.gen_tokens : 0;
+}
+
+Error too_small(uint64_t vram, const MemoryBudget& least) {
+  return make_error(ErrorCode::out_of_memory,
+                    "--vram " + binary_bytes(vram) +
+                        " is too small: the smallest budget for this model and workload is " +
+                        binary_bytes(least.total()) + " (" + least.summary() + ")");
+}
+
+}  // namespace
+
+uint64_t MemoryBudget::total() const {
+  uint64_t t = 0;
+  for (const auto& [name, bytes] : items) t += bytes;
+  return t;
+}
+
+uint64_t MemoryBudget::of(std::string_view item) const {
+  for (const auto& [name, bytes] : items) {
+    if (name == item) return bytes;
+  }
+  return 0;
+}
+
+std::string MemoryBudget::summary() const {
+  std::string s;
+  for (const auto& [name, bytes] : items) {
+    if (bytes == 0) continue;
+    s += (s.empty() ? "" : " + ") + name + " " + binary_bytes(bytes);
+  }
+  return s + " = " + binary_bytes(total());
+}
+
+uint64_t automatic_vram_margin(uint64_t device_total_bytes) {
+  return std::max(uint64_t{256} << 20, device_total_bytes / 50);
+}
+
+Result<uint64_t> automatic_vram(const Backend& backend) {
+  const std::optional<uint64_t> free = backend.device_free_bytes();
+  if (!free) {
+    return make_error(ErrorCode::unsupported,
+                      "--vram auto: the " + std::string(backend.name()) +
+                          " backend cannot tell how much memory is free; give a size");
+  }
+  const uint64_t held = backend.driver_device_bytes().value_or(0);
+  const uint64_t margin = automatic_vram_margin(backend.info().total_bytes);
+  const uint64_t can = held + *free;
+  if (can <= margin) {
+    return make_error(ErrorCode::out_of_memory,
+                      "--vram auto: only " + binary_bytes(*free) + " of device memory is free");
+  }
+  return can - margin;
+}
+
+Result<std::optional<uint64_t>> resolve_vram(const Backend& backend,
+                                             const SessionOptions& options) {
+  if (!options.vram_auto) return options.vram;
+  FERRY_ASSIGN_OR_RETURN(uint64_t v, automatic_vram(backend));
+  return std::optional<uint64_t>(v);
+}
+
+MachineRates default_machine_rates(const Backend& backend) {
+  MachineRates r;
+  r.device = backend.info().name;
+  r.byte_path = "assumed";
+  if (backend.name() == "cpu") {
+    r.link_bytes_per_s = 10e9;
+    r.peak_flops = 100e9;
+    r.memory_bandwidth = 20e9;
+  } else {
+    r.link_bytes_per_s = 50e9;
+    r.peak_flops = 700e12;
+    r.memory_bandwidth = 4e12;
+  }
+  r.host.sampling_s = 100e-6;
+  r.host.euler_s = 50e-6;
+  r.host.launch_s = 5e-6;
+  return r;
+}
+
+MachineRates measured_machine_rates(const Backend& backend, const MachineLimits& limits) {
+  MachineRates r = default_machine_rates(backend);
+  r.byte_path = "measured (page-locked)";
+  if (limits.h2d_bandwidth > 0) r.link_bytes_per_s = limits.h2d_bandwidth;
+  if (limits.gemm_flops > 0) r.peak_flops = limits.gemm_flops;
+  if (limits.copy_bandwidth > 0) r.memory_bandwidth = limits.copy_bandwidth;
+  return r;
+}
+
+uint64_t runtime_bytes_now(const Backend& backend) {
+  const std::optional<uint64_t> held = backend.driver_device_bytes();
+  return held ? *held + kRuntimeMarginBytes : 0;
+}
+
+Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig& config,
+                                             const ModelWeights& weights,
+                                             const Checkpoint& checkpoint, const Workload& workload,
+                                             const SessionOptions& options) {
+  bool in_place = false;
+  {
+    FERRY_ASSIGN_OR_RETURN(HostTier tier, HostTier::open(backend, checkpoint, options.host_path));
+    in_place = tier.readable_in_place();
+  }
+  return planning_context(backend, config, weights, workload, options, runtime_bytes_now(backend),
+                          in_place);
+}
+
+uint64_t PlanningContext::fixed_bytes() const {
+  uint64_t fixed = runtime_bytes + stream_bytes;
+  for (const auto& [name, bytes] : runner) fixed += bytes;
+  return fixed;
+}
+
+MemoryBudget PlanningContext::memory(const Plan& plan, const ModelWeights& weights,
+                                     uint64_t vram) const {
+  MemoryBudget m;
+  m.budget = vram;
+  if (runtime_bytes > 0) m.items.emplace_back("runtime", runtime_bytes);
+  for (const auto& item : runner) m.items.push_back(item);
+  if (stream_bytes > 0) m.items.emplace_back("stream workspaces", stream_bytes);
+  m.items.emplace_back("resident weights", resident_bytes(plan, weights));
+  m.items.emplace_back("slots", static_cast<uint64_t>(plan.slots) * plan.slot_bytes);
+  return m;
+}
+
+MemoryBudget PlanningContext::smallest(const ModelWeights& weights, bool allow_sequential) const {
+  return memory(smallest_working_plan(weights, schedule, allow_sequential), weights, 0);
+}
+
+Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& config,
+                                         const ModelWeights& weights, const Workload& workload,
+                                         const SessionOptions& options, uint64_t runtime_bytes,
+                                         bool in_place) {
+  PlanningContext ctx;
+  FERRY_ASSIGN_OR_RETURN(ctx.runner,
+                         measure_runner(backend, config, weights, workload, options.inference));
+  ctx.runtime_bytes = runtime_bytes;
+  ctx.stream_bytes = backend.compute_stream_bytes();
+  ctx.in_place = in_place;
+  FERRY_ASSIGN_OR_RETURN(ctx.calls, call_sequence(weights, config, workload));
+  if (options.plan.profile) {
+    ctx.profile = *options.plan.profile;
+  } else {
+    const CostContext cost = cost_context(config, workload, workload.prompt_tokens,
+                                          expected_expert_keys(config, workload));
+    const MachineRates rates = options.rates.value_or(default_machine_rates(backend));
+    FERRY_ASSIGN_OR_RETURN(ctx.profile, estimate_profile(config, weights, ctx.calls, cost, rates));
+  }
+  FERRY_ASSIGN_OR_RETURN(ctx.schedule, make_schedule(weights, ctx.calls, ctx.profile));
+  // Where kernels cannot read the host tier, every group is resident or streamed.
+  if (!in_place) ctx.schedule.host_allowed.assign(ctx.schedule.group_count(), false);
+  ctx.planner = planner_options(options.plan);
+  return ctx;
+}
+
+Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& weights,
+                                const SessionOptions& options, std::optional<uint64_t> vram) {
+  const PlanRequest& req = options.plan;
+  const int given = int(req.plan.has_value()) + int(req.resident.has_value()) +
+                    int(req.resident_count.has_value());
+  if (given > 1) {
+    return make_error(ErrorCode::invalid_argument,
+                      "give one of a plan file, --resident and --resident-count");
+  }
+  const PlannerOptions planner = planner_options(req);
+  SessionPlan sp;
+  sp.vram = vram;
+  sp.profile_source = ctx.profile.source;
+  const uint64_t fixed = ctx.fixed_bytes();
+  if (req.plan) {
+    sp.plan = *req.plan;
+    sp.origin = "plan file";
+    FERRY_RETURN_IF_ERROR(validate_plan(sp.plan, weights));
+    if (!ctx.in_place && host_bytes(sp.plan, weights) > 0) {
+      return make_error(ErrorCode::unsupported,
+                        "the plan keeps a group on the host, but kernels cannot read the host tier "
+                        "in place here");
+    }
+  } else if (req.resident) {
+    sp.origin = "--resident";
+    FERRY_ASSIGN_OR_RETURN(sp.plan, explicit_plan(weights, req, ctx.in_place));
+  } else if (req.resident_count) {
+    sp.origin = "--resident-count";
+    FERRY_ASSIGN_OR_RETURN(
+        sp.plan, counted_plan(weights, *req.resident_count, ctx.in_place, req.mode, req.slots));
+  } else if (vram) {
+    sp.origin = "planner";
+    const MemoryBudget least = ctx.smallest(weights, planner.allow_sequential);
+    if (*vram < least.total()) return too_small(*vram, least);
+    Result<PlannerResult> planned = make_plan(weights, ctx.schedule, *vram - fixed, planner);
+    if (!planned.ok() && planned.error().code == ErrorCode::out_of_memory) {
+      return too_small(*vram, least);
+    }
+    FERRY_RETURN_IF_ERROR(planned.status());
+    sp.plan = std::move(planned->plan);
+    sp.evaluations = planned->evaluations;
+    sp.start_s = planned->start_s;
+  } else {
+    sp.origin = "all resident";
+    sp.plan = all_resident_plan(weights);
+  }
+  sp.memory = ctx.memory(sp.plan, weights, vram.value_or(0));
+  if (vram && sp.memory.total() > *vram) {
+    const MemoryBudget least = ctx.smallest(weights, planner.allow_sequential);
+    if (least.total() > *vram || given == 0) return too_small(*vram, least);
+    return make_error(
+        ErrorCode::out_of_memory,
+        "--vram " + binary_bytes(*vram) + " cannot hold this plan (" + sp.memory.summary() +
+            "); the smallest budget for this model and workload is " + binary_bytes(least.total()));
+  }
+  FERRY_ASSIGN_OR_RETURN(sp.prediction, predict(weights, ctx.schedule, sp.plan));
+  const uint64_t weight_room =
+      vram ? *vram - std::min(*vram, fixed) : std::max(weights.total_bytes(), uint64_t{1});
+  Result<LowerBound> bound = latency_lower_bound(ctx.schedule, weight_room, true);
+  if (bound.ok()) sp.bound = *bound;
+  return sp;
+}
+
+Result<SessionPlan> plan_session_full(Backend& backend, const ModelConfig& config,
+                                      const ModelWeights& weights, const Workload& workload,
+                                      const SessionOptions& options, uint64_t runtime_bytes,
+                                      bool in_place) {
+  FERRY_ASSIGN_OR_RETURN(std::optional<uint64_t> vram, resolve_vram(backend, options));
+  FERRY_ASSIGN_OR_RETURN(PlanningContext ctx, planning_context(backend, config, weights, workload,
+                                                               options, runtime_bytes, in_place));
+  return choose_plan(ctx, weights, options, vram);
+}
+
+Result<std::pair<Plan, MemoryBudget>> plan_session(Backend& backend, const ModelConfig& config,
+                                                   const ModelWeights& weights,
+                                                   const Workload& workload,
+                                                   const SessionOptions& options,
+                                                   uint64_t runtime_bytes, bool in_place) {
+  FERRY_ASSIGN_OR_RETURN(SessionPlan sp, plan_session_full(backend, config, weights, workload,
+                                                           options, runtime_bytes, in_place));
+  return std::make_pair(std::move(sp.plan), std::move(sp.memory));
+}
+
+Result<MemoryBudget> smallest_budget(Backend& backend, const ModelConfig& config,
+                                     const ModelWeights& weights, const Workload& workload,
+                                     const SessionOptions& options, uint64_t runtime_bytes,
+                                     bool in_place) {
+  FERRY_ASSIGN_OR_RETURN(PlanningContext ctx, planning_context(backend, config, weights, workload,
+                                                               options, runtime_bytes, in_place));
+  return ctx.smallest(weights, ctx.planner.allow_sequential);
+}
+
+}  // namespace ferry

@@ -1,0 +1,177 @@
+// How a session's plan is chosen, before any device memory is taken (Session::open, `ferry plan`,
+// `run --dry-run`, the sweeps of `plan` and `bench`):
+//
+//   1. A measure pass over the model runner (MeasuringBackend) gives the device bytes of its own
+//      buffers (KV cache, activations); with the runtime's share and the stream workspaces they are
+//      the fixed bytes, what a budget holds besides weights.
+//   2. A profile times the call sequence: the one given (--profile, `ferry profile` writes it), or
+//      estimate_profile() from the cost model with the machine's rates (measured ones when the
+//      caller has them, default_machine_rates() otherwise). With it, a Schedule (plan/schedule.h).
+//   3. The plan: a plan file, --resident, --resident-count as given; else, under a budget, the
+//      planner (plan/planner.h) over the budget left after the fixed bytes; else all resident.
+//   4. The memory it needs is checked against the budget; a budget that cannot work is an error
+//      naming the smallest one that can (and its breakdown). The predictor prices the plan and
+//      the lower bound (plan/lower_bound.h) says what no plan in that budget can beat.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "exec/host_tier.h"
+#include "exec/machine_limits.h"
+#include "exec/streaming_provider.h"
+#include "format/safetensors.h"
+#include "model/call_sequence.h"
+#include "model/config.h"
+#include "model/inference.h"
+#include "model/weights.h"
+#include "model/workload.h"
+#include "plan/lower_bound.h"
+#include "plan/plan.h"
+#include "plan/planner.h"
+#include "plan/predictor.h"
+#include "plan/profile.h"
+#include "plan/schedule.h"
+
+namespace ferry {
+
+// Where the plan comes from. At most one of plan / resident / resident_count; none of them: the
+// planner under a budget, all groups resident without one.
+struct PlanRequest {
+  std::optional<Plan> plan;                          // a plan file
+  std::optional<std::vector<std::string>> resident;  // exactly these groups resident
+  std::optional<int> resident_count;  // K text layers by Eq. 8, plus the non-layer groups
+  StreamMode mode = StreamMode::pipelined;
+  int slots = 2;
+  // The planner chooses the mode and ring size (1..4 slots) unless these say the flags fixed them:
+  // a fixed mode is kept; fixed slots are the most the planner may use.
+  bool mode_given = false;
+  bool slots_given = false;
+  std::optional<Profile> profile;  // --profile: the times that plan and predict; else estimated
+};
+
+struct SessionOptions {
+  std::optional<uint64_t> vram;  // every device byte of the process, the CUDA context included
+  bool vram_auto = false;        // --vram auto: the device's free memory less a margin
+  // The rates an estimated profile assumes: measured ones (bench measures them first), else
+  // default_machine_rates(backend).
+  std::optional<MachineRates> rates;
+  PlanRequest plan;
+  HostPath host_path = HostPath::automatic;
+  StreamingOptions streaming;
+  InferenceOptions inference;
+};
+
+// The device memory of a session, added up before anything is allocated.
+struct MemoryBudget {
+  std::vector<std::pair<std::string, uint64_t>> items;  // in the order they are printed
+  uint64_t budget = 0;                                  // --vram; 0: none
+  uint64_t total() const;
+  uint64_t of(std::string_view item) const;
+  // "runtime 0.52 GiB + kv cache 0.45 GiB + ... = 2.31 GiB"
+  std::string summary() const;
+};
+
+// Device memory the runtime keeps outside the arena beyond what it holds when a session opens:
+// kernels loaded lazily on first use, graph instantiations (checked from outside on the GPU).
+inline constexpr uint64_t kRuntimeMarginBytes = uint64_t{96} << 20;
+
+// What --vram auto leaves unused of the memory the process could hold: 256 MiB, or 2% of the
+// device when that is more (other processes, fragmentation, the driver's own growth).
+uint64_t automatic_vram_margin(uint64_t device_total_bytes);
+// The budget --vram auto means now: what this process holds plus the device's free memory, less
+// automatic_vram_margin. An error on a backend that cannot tell its free memory.
+Result<uint64_t> automatic_vram(const Backend& backend);
+// options.vram, or automatic_vram when options.vram_auto; nullopt: no budget.
+Result<std::optional<uint64_t>> resolve_vram(const Backend& backend, const SessionOptions& options);
+
+// The rates an estimated profile assumes when none were measured. CUDA: a current data-center
+// GPU on PCIe Gen5 (50 GB/s link, 700 TFLOP/s BF16, 4 TB/s memory); the CPU backend: 10 GB/s
+// copies, 100 GFLOP/s, 20 GB/s. Host steps: 100 us sampling, 50 us Euler, 5 us per launch.
+MachineRates default_machine_rates(const Backend& backend);
+// The same with the measured peaks of `limits` (link, GEMM, device memory) in place of defaults.
+MachineRates measured_machine_rates(const Backend& backend, const MachineLimits& limits);
+
+// Everything a session's plan depends on except the budget: measured and timed once, planned at
+// any number of budgets (the sweeps).
+struct PlanningContext {
+  std::vector<std::pair<std::string, uint64_t>> runner;  // the runner's buffers, by purpose
+  uint64_t runtime_bytes = 0;  // the backend's own share (context, libraries) and its margin
+  uint64_t stream_bytes = 0;   // the compute stream's workspaces
+  bool in_place = true;        // kernels can read the host tier in place (embedding on the host)
+  std::vector<Call> calls;
+  Profile profile;    // given (--profile) or estimated
+  Schedule schedule;  // the calls timed by `profile`; host placement allowed only when in_place
+  PlannerOptions planner;  // from the options' --mode and --slots (what the sweeps use)
+
+  // Every device byte but the weights': runtime, runner buffers, workspaces.
+  uint64_t fixed_bytes() const;
+  // The breakdown of a plan's memory under `vram` (0: no budget).
+  MemoryBudget memory(const Plan& plan, const ModelWeights& weights, uint64_t vram) const;
+  // The smallest budget in which some plan works (sequential mode allowed or not), with its
+  // breakdown.
+  MemoryBudget smallest(const ModelWeights& weights, bool allow_sequential) const;
+};
+
+// What the backend holds now plus kRuntimeMarginBytes (0 when it cannot tell: the CPU).
+uint64_t runtime_bytes_now(const Backend& backend);
+
+// `runtime_bytes`: what the backend holds already plus kRuntimeMarginBytes (0 on the CPU);
+// `in_place`: whether kernels can read host memory in place (HostTier::readable_in_place).
+Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& config,
+                                         const ModelWeights& weights, const Workload& workload,
+                                         const SessionOptions& options, uint64_t runtime_bytes,
+                                         bool in_place);
+
+// The context a session opened now would plan in: runtime_bytes_now, and whether the host tier
+// the options ask for can be read in place (a tier is opened to learn it, then closed).
+Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig& config,
+                                             const ModelWeights& weights,
+                                             const Checkpoint& checkpoint, const Workload& workload,
+                                             const SessionOptions& options);
+
+// A session's plan and what is known of it before it runs.
+struct SessionPlan {
+  Plan plan;
+  MemoryBudget memory;
+  std::string origin;               // "plan file", "--resident", "--resident-count", "planner",
+                                    // "all resident"
+  std::optional<uint64_t> vram;     // the budget, --vram auto resolved
+  Prediction prediction;            // the predictor's account of `plan` under the profile
+  std::optional<LowerBound> bound;  // T_lb for the weights' share of the budget (none without one)
+  std::string profile_source;       // "measured" or "estimated"
+  int64_t evaluations = 0;          // the planner's predictor runs (0 when it did not plan)
+  double start_s = 0;               // the planner's best start, before its search
+};
+
+// Chooses the plan under `vram` (options.vram resolved: see resolve_vram), checks the budget,
+// prices it. The plan flags and the planner's mode and slot bounds come from `options`.
+Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& weights,
+                                const SessionOptions& options, std::optional<uint64_t> vram);
+
+// planning_context then choose_plan, --vram auto resolved.
+Result<SessionPlan> plan_session_full(Backend& backend, const ModelConfig& config,
+                                      const ModelWeights& weights, const Workload& workload,
+                                      const SessionOptions& options, uint64_t runtime_bytes,
+                                      bool in_place);
+
+// The plan and the memory it needs, without taking any device memory: what --dry-run prints.
+Result<std::pair<Plan, MemoryBudget>> plan_session(Backend& backend, const ModelConfig& config,
+                                                   const ModelWeights& weights,
+                                                   const Workload& workload,
+                                                   const SessionOptions& options,
+                                                   uint64_t runtime_bytes, bool in_place);
+
+// The smallest budget at which the model and workload run, with its breakdown.
+Result<MemoryBudget> smallest_budget(Backend& backend, const ModelConfig& config,
+                                     const ModelWeights& weights, const Workload& workload,
+                                     const SessionOptions& options, uint64_t runtime_bytes,
+                                     bool in_place);
+
+}  // namespace ferry

@@ -1,0 +1,209 @@
+// `ferry plan`, `ferry profile` and `ferry bench --sweep` through the binary on a tiny synthesized
+// Alpamayo (CPU backend): a plan written by `plan` runs bit-identical to all-resident; the
+// predicted sweep never rises with the budget and is plotted; a measured profile round-trips
+// through `plan`, `run` and `bench`; a bad profile file is named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli_runner.h"
+#include "model/presets.h"
+#include "plan/profile.h"
+#include "text_test_model.h"
+
+namespace ferry {
+namespace {
+
+// The same small workload for every command (plan's flags and run's spell it differently).
+const std::string kWorkload =
+    " --images 1 --image-height 64 --image-width 64 --prompt-tokens 90 --tokens 3 --steps 2";
+const std::string kRunWorkload =
+    " --images 1 --image-size 64x64 --prompt-tokens 90 --tokens 3 --steps 2";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class PlanCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        (std::filesystem::temp_directory_path() / ("ferry_plan_cli_" + std::to_string(::getpid())))
+            .string();
+    auto c = preset("alpamayo-tiny");
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(testing::write_test_checkpoint(dir_ + "/model", *c, 2).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string model() const { return " --model " + dir_ + "/model --backend cpu"; }
+  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+
+  nlohmann::json ok_json(const std::string& args) {
+    const testing::CliRun r = testing::run_ferry(args);
+    EXPECT_FALSE(r.signaled) << r.err;
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+    if (r.code != 0) return nlohmann::json();
+    return nlohmann::json::parse(r.out);
+  }
+  nlohmann::json sweep() { return ok_json("plan" + model() + kWorkload + " --sweep --json"); }
+  // A budget from the sweep at which the plan streams some groups and keeps others resident.
+  uint64_t middle_budget() {
+    const nlohmann::json s = sweep();
+    for (const auto& row : s["sweep"]) {
+      if (row["slots"].get<int>() > 0 && row["resident_bytes"].get<uint64_t>() > 0) {
+        return row["vram"].get<uint64_t>();
+      }
+    }
+    ADD_FAILURE() << "no budget of the sweep both streams and keeps groups resident";
+    return 0;
+  }
+  void expect_all_resident_outputs(const nlohmann::json& got) {
+    const nlohmann::json want = ok_json("run" + model() + kRunWorkload + " --json");
+    for (const char* key : {"tokens", "logits_hash", "prefill_logits_hash", "actions_hash"}) {
+      EXPECT_EQ(got[key], want[key]) << key;
+    }
+  }
+
+  std::string dir_;
+};
+
+TEST_F(PlanCli, APlannedRunGivesTheAllResidentBytes) {
+  const uint64_t vram = middle_budget();
+  ASSERT_GT(vram, 0u);
+  const std::string v = " --vram " + std::to_string(vram);
+  const nlohmann::json p =
+      ok_json("plan" + model() + kWorkload + v + " --json --out " + file("plan.json"));
+  EXPECT_EQ(p["origin"], "planner");
+  EXPECT_FALSE(p["plan"]["streamed"].empty());
+  EXPECT_FALSE(p["plan"]["resident"].empty());
+  EXPECT_LE(p["plan"]["memory"]["total"].get<uint64_t>(), vram);
+  const double predicted = p["prediction"]["total_s"].get<double>();
+  EXPECT_GT(predicted, 0.0);
+  EXPECT_LE(p["lower_bound"]["total_s"].get<double>(), predicted * (1 + 1e-9));
+  ASSERT_TRUE(std::filesystem::exists(file("plan.json")));
+
+  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + v + " --plan " +
+                                     file("plan.json") + " --json --check-streams");
+  EXPECT_GT(run["streamed_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(run["plan"]["resident"], p["plan"]["resident"]);
+  expect_all_resident_outputs(run);
+  // Without the file, the session's own planner makes the same plan at the same budget.
+  const nlohmann::json planned = ok_json("run" + model() + kRunWorkload + v + " --json");
+  EXPECT_EQ(planned["plan"]["resident"], p["plan"]["resident"]);
+  EXPECT_EQ(planned["plan"]["slots"], p["plan"]["slots"]);
+}
+
+TEST_F(PlanCli, TheSweepNeverRisesAndIsPlotted) {
+  const nlohmann::json s =
+      ok_json("plan" + model() + kWorkload + " --sweep --json --plot " + file("sweep.svg"));
+  const auto& rows = s["sweep"];
+  ASSERT_GE(rows.size(), 12u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const double t = rows[i]["predicted_s"].get<double>();
+    EXPECT_LE(rows[i]["bound_s"].get<double>(), t * (1 + 1e-9));
+    if (i > 0) {
+      EXPECT_GT(rows[i]["vram"].get<uint64_t>(), rows[i - 1]["vram"].get<uint64_t>());
+      EXPECT_LE(t, rows[i - 1]["predicted_s"].get<double>()) << "row " << i;
+    }
+  }
+  EXPECT_EQ(rows.back()["predicted_link_bytes"].get<uint64_t>(), 0u);
+  const std::string svg = slurp(file("sweep.svg"));
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  EXPECT_NE(svg.find("T_lb"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  // The table form says the same.
+  const testing::CliRun text = testing::run_ferry("plan" + model() + kWorkload + " --sweep");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("predicted"), std::string::npos);
+  // One plan at a time: --out with --sweep is refused.
+  const testing::CliRun both =
+      testing::run_ferry("plan" + model() + kWorkload + " --sweep --out " + file("x.json"));
+  EXPECT_EQ(both.code, 2);
+}
+
+TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
+  const uint64_t vram = middle_budget();
+  ASSERT_GT(vram, 0u);
+  const std::string v = " --vram " + std::to_string(vram);
+  const nlohmann::json summary = ok_json("profile" + model() + kWorkload + v + " --out " +
+                                         file("profile.json") + " --runs 2 --json --quiet");
+  EXPECT_EQ(summary["out"], file("profile.json"));
+  auto parsed = parse_profile(slurp(file("profile.json")));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(parsed->source, "measured");
+  EXPECT_EQ(parsed->runs, 2);
+  const ModelWeights weights = describe_weights(preset("alpamayo-tiny").value()).value();
+  ASSERT_EQ(parsed->groups.size(), weights.groups.size());
+  double copies = 0;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    EXPECT_EQ(parsed->groups[g].name, weights.groups[g].name);
+    EXPECT_GE(parsed->groups[g].dma_s, 0.0);
+    copies += parsed->groups[g].dma_s;
+  }
+  EXPECT_GT(copies, 0.0);
+  EXPECT_GT(parsed->link_bytes_per_s, 0.0);
+  EXPECT_GT(parsed->host.sampling_s, 0.0);
+  EXPECT_GT(parsed->host.euler_s, 0.0);
+
+  const std::string with = " --profile " + file("profile.json");
+  const nlohmann::json p = ok_json("plan" + model() + kWorkload + v + with + " --json");
+  EXPECT_EQ(p["profile"]["source"], "measured");
+  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + v + with + " --json");
+  expect_all_resident_outputs(run);
+  const nlohmann::json bench =
+      ok_json("bench" + model() + kWorkload + v + with + " --runs 1 --warmup 0 --json --quiet");
+  EXPECT_EQ(bench["profile_source"], "measured");
+  EXPECT_GT(bench["prediction"]["total_s"].get<double>(), 0.0);
+  ASSERT_TRUE(bench.contains("streams")) << "weights stream at this budget";
+  EXPECT_GT(bench["streams"]["copy_busy_s"].get<double>(), 0.0);
+  const double hidden = bench["streams"]["hidden_fraction"].get<double>();
+  EXPECT_GE(hidden, 0.0);
+  EXPECT_LE(hidden, 1.0);
+
+  // A damaged profile is refused with the file's name.
+  std::ofstream(file("bad.json")) << "{\"format\": \"ferry-profile\", \"version\": 7}";
+  const testing::CliRun bad =
+      testing::run_ferry("plan" + model() + kWorkload + v + " --profile " + file("bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find(file("bad.json")), std::string::npos) << bad.err;
+}
+
+TEST_F(PlanCli, BenchSweepsMeasuredAgainstPredicted) {
+  const nlohmann::json s = sweep();
+  const auto& rows = s["sweep"];
+  ASSERT_GE(rows.size(), 3u);
+  const std::string budgets = std::to_string(rows[1]["vram"].get<uint64_t>()) + "," +
+                              std::to_string(rows.back()["vram"].get<uint64_t>());
+  const nlohmann::json b =
+      ok_json("bench" + model() + kWorkload + " --sweep " + budgets +
+              " --runs 1 --warmup 0 --json --quiet --plot " + file("bench.svg"));
+  ASSERT_EQ(b["sweep"].size(), 2u);
+  for (const auto& row : b["sweep"]) {
+    EXPECT_GT(row["measured_s"].get<double>(), 0.0);
+    EXPECT_GT(row["predicted_s"].get<double>(), 0.0);
+    EXPECT_TRUE(row.contains("error"));
+  }
+  EXPECT_GT(b["sweep"][0]["measured_link_bytes"].get<double>(), 0.0);
+  EXPECT_NE(slurp(file("bench.svg")).find("measured"), std::string::npos);
+}
+
+TEST_F(PlanCli, AutomaticBudget) {
+  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + " --vram auto --json");
+  EXPECT_GT(run["plan"]["memory"]["budget"].get<uint64_t>(), 0u);
+  expect_all_resident_outputs(run);
+  const testing::CliRun bad = testing::run_ferry("run" + model() + " --vram lots");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("auto"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace ferry
