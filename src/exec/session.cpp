@@ -260,7 +260,8 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   s->backend_ = &backend;
   s->checkpoint_ = &checkpoint;
   // The host tier first: whether kernels can read it in place decides where the embedding goes.
-  FERRY_ASSIGN_OR_RETURN(s->tier_, HostTier::open(backend, checkpoint, options.host_path));
+  FERRY_ASSIGN_OR_RETURN(
+      s->tier_, HostTier::open(backend, checkpoint, options.host_path, options.streaming.bounce));
   const std::optional<uint64_t> held = backend.driver_device_bytes();
   const uint64_t runtime = held ? *held + kRuntimeMarginBytes : 0;
   FERRY_ASSIGN_OR_RETURN(auto planned, plan_session(backend, config, weights, workload, options,
