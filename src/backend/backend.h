@@ -198,8 +198,10 @@ class Backend {
   // here. Default: none to try.
   virtual std::vector<RegistrationTrial> try_host_registration(const void* data, size_t bytes);
   // Enqueues a kernel that reads every byte of [src, src + bytes) (device memory, or host memory
-  // the device reads in place) and folds it into the 8 bytes of device memory at `sum` (xor of
-  // 64-bit words): the rate at which kernels read memory where it lies. Default: unsupported.
+  // the device reads in place) and xors into the 8 bytes of device memory at `sum` the fold of
+  // the range: the xor of its little-endian 64-bit words counted from `src`, the last one
+  // zero-padded (the same value on every backend, whatever the alignment). For probes: the rate
+  // at which kernels read memory where it lies. Default: unsupported.
   virtual Status read_reduce(Stream& stream, const void* src, size_t bytes, void* sum);
 
   // Host memory for fast copies (HostBuffer), 256-byte aligned. The default is ordinary memory.

@@ -149,7 +149,8 @@ class CpuBackend final : public Backend {
     return Status();
   }
 
-  // The probe read: every 8-byte word xor-folded, split over the op pool.
+  // The probe read (backend.h's fold: little-endian 64-bit words from `src`, xor'ed), split over
+  // the op pool.
   Status read_reduce(Stream& stream, const void* src, size_t bytes, void* sum) override {
     cpu::CpuStream& s = as_cpu(stream);
     if (s.capturing()) {
@@ -170,7 +171,9 @@ class CpuBackend final : public Backend {
         std::lock_guard lock(m);
         total ^= acc;
       });
-      for (size_t i = static_cast<size_t>(words) * 8; i < bytes; ++i) total ^= p[i];
+      for (size_t i = static_cast<size_t>(words) * 8; i < bytes; ++i) {
+        total ^= uint64_t{p[i]} << (8 * (i % 8));
+      }
       uint64_t old = 0;
       std::memcpy(&old, sum, 8);
       old ^= total;

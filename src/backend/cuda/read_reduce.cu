@@ -14,8 +14,15 @@ __device__ uint64_t fold(uint4 v) {
   return (uint64_t{v.x} | uint64_t{v.y} << 32) ^ (uint64_t{v.z} | uint64_t{v.w} << 32);
 }
 
-// The range is split into an unaligned head, n16 16-byte words, and a tail; block 0 reads the
-// head and the tail bytewise.
+__device__ uint64_t rotl(uint64_t v, unsigned bits) {
+  return bits == 0 ? v : (v << bits) | (v >> (64 - bits));
+}
+
+// The fold of backend.h: byte r of the range (r counted from `p`) xor'ed in at bit 8·(r mod 8).
+// The range is split into an unaligned head, n16 16-byte words from the first 16-byte aligned
+// address, and a tail. Words of the body are folded as aligned 64-bit words and rotated by the
+// head's length into place (a rotation distributes over xor); block 0 folds the head and the
+// tail bytewise.
 __global__ void read_reduce_kernel(const unsigned char* p, size_t head, size_t n16, size_t tail,
                                    unsigned long long* sum) {
   const uint4* words = reinterpret_cast<const uint4*>(p + head);
@@ -30,10 +37,13 @@ __global__ void read_reduce_kernel(const unsigned char* p, size_t head, size_t n
     for (int u = 0; u < kUnroll; ++u) acc ^= fold(v[u]);
   }
   for (; i < n16; i += stride) acc ^= fold(words[i]);
+  acc = rotl(acc, static_cast<unsigned>(8 * (head % 8)));
   if (blockIdx.x == 0) {
-    for (size_t j = threadIdx.x; j < head; j += blockDim.x) acc ^= p[j];
-    const unsigned char* t = p + head + n16 * 16;
-    for (size_t j = threadIdx.x; j < tail; j += blockDim.x) acc ^= uint64_t{t[j]} << 8;
+    for (size_t j = threadIdx.x; j < head; j += blockDim.x) acc ^= uint64_t{p[j]} << (8 * (j % 8));
+    const size_t t0 = head + n16 * 16;
+    for (size_t j = threadIdx.x; j < tail; j += blockDim.x) {
+      acc ^= uint64_t{p[t0 + j]} << (8 * ((t0 + j) % 8));
+    }
   }
   for (int off = 16; off > 0; off /= 2) acc ^= __shfl_xor_sync(0xffffffffu, acc, off);
   if ((threadIdx.x & 31) == 0 && acc != 0) atomicXor(sum, static_cast<unsigned long long>(acc));
