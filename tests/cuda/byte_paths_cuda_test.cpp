@@ -34,6 +34,32 @@ uint64_t gpu_fold(Backend& gpu, Stream& stream, const void* p, size_t len) {
   return out;
 }
 
+// `data` in a temporary file, mapped read-only and shared (as a checkpoint is), unlinked at once.
+class TempMapping {
+ public:
+  explicit TempMapping(const std::vector<unsigned char>& data) : bytes_(data.size()) {
+    char path[] = "/tmp/ferry_map_XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0) return;
+    if (::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size())) {
+      void* m = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) map_ = m;
+    }
+    ::close(fd);
+    ::unlink(path);
+  }
+  ~TempMapping() {
+    if (map_ != nullptr) ::munmap(map_, bytes_);
+  }
+  TempMapping(const TempMapping&) = delete;
+  TempMapping& operator=(const TempMapping&) = delete;
+  const unsigned char* data() const { return static_cast<const unsigned char*>(map_); }
+
+ private:
+  void* map_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 std::vector<unsigned char> random_bytes(size_t n, uint64_t seed) {
   std::vector<unsigned char> data(n);
   std::mt19937_64 rng(seed);
@@ -65,24 +91,14 @@ TEST(BytePathsCuda, RegisteredFileMappingIsReadInPlace) {
   SKIP_WITHOUT_CUDA();
   Backend& gpu = *backends(nullptr)->cuda;
   const std::vector<unsigned char> data = random_bytes(size_t{32} << 20, 4);
-  char path[] = "/tmp/ferry_map_XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  void* map = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  ::unlink(path);
-  ASSERT_NE(map, MAP_FAILED);
-  {
-    Backend::HostRegistrationResult r = gpu.register_host(map, data.size());
-    ASSERT_TRUE(r.registered) << r.how;
-    if (!r.readable_in_place) GTEST_SKIP() << "this device cannot read registered memory in place";
-    auto stream = gpu.create_stream();
-    const auto* p = static_cast<const unsigned char*>(map);
-    EXPECT_EQ(gpu_fold(gpu, *stream, p, data.size()), fold(data.data(), data.size()));
-    EXPECT_EQ(gpu_fold(gpu, *stream, p + 5, 12345), fold(data.data() + 5, 12345));
-  }
-  ::munmap(map, data.size());
+  const TempMapping map(data);
+  ASSERT_NE(map.data(), nullptr);
+  Backend::HostRegistrationResult r = gpu.register_host(map.data(), data.size());
+  ASSERT_TRUE(r.registered) << r.how;
+  if (!r.readable_in_place) GTEST_SKIP() << "this device cannot read registered memory in place";
+  auto stream = gpu.create_stream();
+  EXPECT_EQ(gpu_fold(gpu, *stream, map.data(), data.size()), fold(data.data(), data.size()));
+  EXPECT_EQ(gpu_fold(gpu, *stream, map.data() + 5, 12345), fold(data.data() + 5, 12345));
 }
 
 TEST(BytePathsCuda, FactsAndRegistrationTrials) {
@@ -100,25 +116,17 @@ TEST(BytePathsCuda, FactsAndRegistrationTrials) {
       f.device.c_str(), int(*f.integrated), int(*f.pageable_memory_access), *f.copy_engines,
       f.pcie_generation.value_or(-1), f.pcie_width.value_or(-1), f.pcie_source.c_str());
   const std::vector<unsigned char> data = random_bytes(size_t{4} << 20, 5);
-  char path[] = "/tmp/ferry_reg_XXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-  void* map = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  ::unlink(path);
-  ASSERT_NE(map, MAP_FAILED);
-  const std::vector<RegistrationTrial> trials = gpu.try_host_registration(map, data.size());
+  const TempMapping map(data);
+  ASSERT_NE(map.data(), nullptr);
+  const std::vector<RegistrationTrial> trials = gpu.try_host_registration(map.data(), data.size());
   ASSERT_EQ(trials.size(), 3u);
   for (const RegistrationTrial& t : trials) {
     std::printf("  %s, %s: %s\n", t.memory.c_str(), t.flags.c_str(), t.how.c_str());
   }
   EXPECT_TRUE(trials[2].ok) << "anonymous memory registers everywhere CUDA registers at all";
   // The trial undid its registration: the tier's own registration still works afterwards.
-  Backend::HostRegistrationResult r = gpu.register_host(map, data.size());
+  Backend::HostRegistrationResult r = gpu.register_host(map.data(), data.size());
   EXPECT_EQ(r.registered, trials[1].ok) << r.how;
-  r.handle.reset();
-  ::munmap(map, data.size());
 }
 
 }  // namespace

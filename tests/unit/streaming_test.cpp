@@ -141,19 +141,6 @@ std::vector<PlanCase> plan_cases(const TinyCheckpoint& m) {
   return cases;
 }
 
-TEST_P(StreamingPlans, EveryPlanGivesTheAllResidentBytes) {
-  TinyCheckpoint m(GetParam());
-  SessionOptions base;
-  base.inference.keep_all_logits = true;
-  auto want = m.run(base);
-  ASSERT_TRUE(want.ok()) << want.error().to_string();
-  for (const PlanCase& c : plan_cases(m)) {
-    auto got = m.run(c.options, hostile(), 2);
-    ASSERT_TRUE(got.ok()) << c.what << ": " << got.error().to_string();
-    expect_same(*got, *want, c.what);
-  }
-}
-
 // The bounce ring's small buffers: a group takes several fills and the ring wraps within one.
 BounceOptions small_bounce(int max_fill_delay_us) {
   BounceOptions b;
@@ -165,21 +152,29 @@ BounceOptions small_bounce(int max_fill_delay_us) {
   return b;
 }
 
-// --host-path bounce: every plan, random delays on every stream and before every buffer fill,
-// poisoned slots; the bytes of the all-resident run.
-TEST_P(StreamingPlans, BouncePathGivesTheAllResidentBytes) {
-  TinyCheckpoint m(GetParam());
+// Every plan of plan_cases, through `path`, with random delays on every stream (and before every
+// buffer fill on the bounce path) and poisoned slots: the bytes of the all-resident run.
+void expect_every_plan_exact(const char* preset, HostPath path) {
+  TinyCheckpoint m(preset);
   SessionOptions base;
   base.inference.keep_all_logits = true;
   auto want = m.run(base);
   ASSERT_TRUE(want.ok()) << want.error().to_string();
   for (PlanCase& c : plan_cases(m)) {
-    c.options.host_path = HostPath::bounce;
-    c.options.streaming.bounce = small_bounce(20);
+    c.options.host_path = path;
+    if (path == HostPath::bounce) c.options.streaming.bounce = small_bounce(20);
     auto got = m.run(c.options, hostile(), 2);
     ASSERT_TRUE(got.ok()) << c.what << ": " << got.error().to_string();
-    expect_same(*got, *want, "bounce, " + c.what);
+    expect_same(*got, *want, std::string(host_path_name(path)) + ", " + c.what);
   }
+}
+
+TEST_P(StreamingPlans, EveryPlanGivesTheAllResidentBytes) {
+  expect_every_plan_exact(GetParam(), HostPath::automatic);
+}
+
+TEST_P(StreamingPlans, BouncePathGivesTheAllResidentBytes) {
+  expect_every_plan_exact(GetParam(), HostPath::bounce);
 }
 
 TEST_P(StreamingPlans, BudgetsHoldAndTheSmallestIsNamed) {
@@ -217,39 +212,38 @@ TEST_P(StreamingPlans, BudgetsHoldAndTheSmallestIsNamed) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, StreamingPlans, ::testing::Values("alpamayo-tiny", "qwen3-tiny"));
 
-// The check bites: without the compute stream's wait for a slot's copy, poisoned and delayed
-// slots reach the kernels and the output changes.
-TEST(StreamingChecks, AMissingWaitChangesTheOutput) {
+// `broken` (a missing wait) on qwen3-tiny does not give the all-resident run's logits.
+void expect_broken_run_differs(const SessionOptions& broken, const CpuBackendOptions& cpu) {
   TinyCheckpoint m("qwen3-tiny");
   SessionOptions base;
   base.inference.keep_all_logits = true;
   auto want = m.run(base);
   ASSERT_TRUE(want.ok());
+  auto got = m.run(broken, cpu);
+  // Poisoned weights give NaN logits (refused by sampling) or, when a copy won the race, other
+  // numbers: either way not the all-resident run's.
+  EXPECT_TRUE(!got.ok() || got->step_logits != want->step_logits);
+}
+
+// The check bites: without the compute stream's wait for a slot's copy, poisoned and delayed
+// slots reach the kernels and the output changes.
+TEST(StreamingChecks, AMissingWaitChangesTheOutput) {
   SessionOptions broken = with_resident({});
   broken.streaming.skip_dma_wait_for_tests = true;
   CpuBackendOptions slow = hostile();
   slow.max_delay_us = 2000;
-  auto got = m.run(broken, slow);
-  // Poisoned weights give NaN logits (refused by sampling) or, when a copy won the race, other
-  // numbers: either way not the all-resident run's.
-  EXPECT_TRUE(!got.ok() || got->step_logits != want->step_logits);
+  expect_broken_run_differs(broken, slow);
 }
 
 // The bounce path's host wait bites: when acquire does not wait for the ring's worker to have
 // enqueued a slot's copy, the compute stream's wait orders after an older record (or none), and
 // poisoned slots reach the kernels.
 TEST(StreamingChecks, AMissingBounceWaitChangesTheOutput) {
-  TinyCheckpoint m("qwen3-tiny");
-  SessionOptions base;
-  base.inference.keep_all_logits = true;
-  auto want = m.run(base);
-  ASSERT_TRUE(want.ok());
   SessionOptions broken = with_resident({});
   broken.host_path = HostPath::bounce;
   broken.streaming.bounce = small_bounce(1000);
   broken.streaming.skip_bounce_wait_for_tests = true;
-  auto got = m.run(broken, hostile());
-  EXPECT_TRUE(!got.ok() || got->step_logits != want->step_logits);
+  expect_broken_run_differs(broken, hostile());
 }
 
 // Where registration is refused, auto takes the bounce ring (and says so), with the same bytes;
