@@ -13,6 +13,7 @@
 #   against transformers' processor)
 #   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
 #   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
+#   bytes_tiny, bytes_ar1 (byte paths: probe, registered/bounce/pageable, pack)
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
@@ -216,6 +217,11 @@ stage_sanitize() {  # compute-sanitizer on a tiny streamed run: no races between
     --steps 1 --images 1
   step sanitize_synccheck 300 compute-sanitizer --tool synccheck --error-exitcode 9 "$build/ferry" \
     run --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
+  # memcheck: out-of-bounds and misaligned accesses anywhere, streamed and resident.
+  step sanitize_memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/ferry" \
+    run --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
+  step sanitize_memcheck_resident 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet --tokens 2 --steps 1 --images 1
 }
 bench_vram() {  # bench_vram PRESET BUDGET [MODE [RUNS]]
   local mode=${3:-pipelined} runs=${4:-3}
@@ -312,6 +318,53 @@ stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1 3; }
 stage_plan_8b() { plan_model qwen3-8b 8b "${qwen_workload[@]}"; }
 stage_alternatives_8b() { alternatives_model qwen3-8b 8b "${qwen_workload[@]}"; }
 stage_sweep_8b() { sweep_model qwen3-8b 8b 1 "${qwen_workload[@]}"; }
+# --- byte paths (issue 11; issue 8 d.1) ------------------------------------------------------
+# bytes_tiny: the probe (facts, rates, verdicts), the three host paths and the packed checkpoint
+# on alpamayo-tiny with every group streamed, each against the all-resident run, and the
+# sanitizers on the bounce path. bytes_ar1: the same on the full checkpoint at 15 GiB.
+byte_paths() {  # byte_paths PRESET LIMIT RUN_ARGS...
+  local preset=$1 limit=$2; shift 2
+  local m="$models/$preset" packed="$models/$preset-packed" p
+  synth "$preset" >"$LOGS/synth_$preset.log" 2>&1
+  step "probe_$preset" "$limit" "$build/ferry" probe --model "$m" --save "$LOGS/rates_$preset.json"
+  step "probe_json_$preset" "$limit" "$build/ferry" probe --json --model "$m"
+  step "resident_bytes_$preset" 300 "$build/ferry" run --model "$m" "$@"
+  for p in registered bounce pageable; do
+    step "path_${p}_$preset" 300 "$build/ferry" run --model "$m" "$@" --host-path "$p"
+    step "same_path_${p}_$preset" 10 same_as "$LOGS/resident_bytes_$preset.log" "$LOGS/path_${p}_$preset.log"
+  done
+  step "bounce_seq_$preset" 300 "$build/ferry" run --model "$m" "$@" --host-path bounce --mode sequential
+  step "same_bounce_seq_$preset" 10 same_as "$LOGS/resident_bytes_$preset.log" "$LOGS/bounce_seq_$preset.log"
+  step "pack_$preset" "$limit" "$build/ferry" pack "$m" "$packed" --force
+  step "packed_$preset" 300 "$build/ferry" run --model "$packed" "$@"
+  step "same_packed_$preset" 10 same_as "$LOGS/resident_bytes_$preset.log" "$LOGS/packed_$preset.log"
+  # host_rate of each path, as run --json reports it
+  python3 - "$LOGS"/path_*_"$preset".log "$LOGS/packed_$preset.log" <<'PY' | tee "$OUT/host_paths_$preset.txt"
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        j = json.loads(open(path).read().strip().splitlines()[-1])
+    except Exception:
+        continue
+    r = j.get("host_rate", {})
+    print(f"{path.rsplit('/', 1)[-1][:-4]}: {r.get('path')} {r.get('gb_per_s', 0):.1f} GB/s over "
+          f"{r.get('bytes', 0) / 1e6:.0f} MB ({r.get('measured_on')}); total {j['time_s']['total']:.3f} s")
+PY
+}
+stage_bytes_tiny() {
+  # (the embedding resident: off the registered path a discrete GPU cannot gather it in place)
+  byte_paths alpamayo-tiny 120 --json --quiet --resident text.embed
+  local t
+  for t in racecheck synccheck; do
+    step "sanitize_bounce_$t" 300 compute-sanitizer --tool "$t" --error-exitcode 9 "$build/ferry" \
+      run --model "$models/alpamayo-tiny" --json --quiet --resident text.embed --tokens 2 --steps 1 \
+      --images 1 --host-path bounce
+  done
+}
+stage_bytes_ar1() {
+  byte_paths alpamayo-r1-10b 600 --json --quiet --images 16 --image-size 320x576 \
+    --prompt-tokens 3007 --tokens 21 --vram 15GiB
+}
 
 for s in "${stages[@]}"; do
   if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi

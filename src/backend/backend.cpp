@@ -156,6 +156,26 @@ Result<double> Backend::elapsed_seconds(Event& /*start*/, Event& /*end*/) {
                     std::string(name()) + ": this backend has no timing events");
 }
 
+PlatformFacts Backend::platform_facts() const {
+  PlatformFacts f;
+  f.device = info().name;
+  f.notes.push_back(std::string(name()) +
+                    ": device memory is host memory, so there is no link, no copy engine and "
+                    "nothing to register: topology, registration and PCIe do not apply");
+  return f;
+}
+
+std::vector<RegistrationTrial> Backend::try_host_registration(const void* /*data*/,
+                                                              size_t /*bytes*/) {
+  return {};
+}
+
+Status Backend::read_reduce(Stream& /*stream*/, const void* /*src*/, size_t /*bytes*/,
+                            void* /*sum*/) {
+  return make_error(ErrorCode::unsupported,
+                    std::string(name()) + ": no read kernel for probes on this backend");
+}
+
 void DeviceMemoryKind::release(Backend* backend, void* data, size_t bytes) {
   backend->free(data, bytes);
 }

@@ -117,6 +117,32 @@ class HostRegistration {
   virtual ~HostRegistration() = default;
 };
 
+// What decides how weight bytes should reach this device (`ferry probe`): the topology and what
+// the platform allows. A field the backend cannot know, or that does not apply, stays empty;
+// `notes` say why.
+struct PlatformFacts {
+  std::string device;
+  std::optional<bool> integrated;                      // shares memory with the host
+  std::optional<bool> pageable_memory_access;          // kernels read plain host memory
+  std::optional<bool> pageable_uses_host_page_tables;  // ... through the host's page tables
+  std::optional<bool> host_pointer_for_registered;     // registered memory at its host address
+  std::optional<bool> host_register_supported;
+  std::optional<bool> host_register_read_only_supported;
+  std::optional<int> copy_engines;                         // asynchronous copy engines
+  std::optional<int> pcie_generation, pcie_width;          // the link as trained now
+  std::optional<int> pcie_max_generation, pcie_max_width;  // what it can train to
+  std::string pcie_source;                                 // "nvml", "sysfs", ...
+  std::vector<std::string> notes;
+};
+
+// One registration of host memory tried for real (and undone): what `ferry probe` reports.
+struct RegistrationTrial {
+  std::string memory;  // "file mapping (read-only, shared)", "anonymous memory"
+  std::string flags;   // "default", "read-only"
+  bool ok = false;
+  std::string how;  // the platform's answer
+};
+
 // What a stream is for. Compute streams carry ops (and own their cuBLASLt workspace and op
 // scratch); copy streams only move bytes and take no device memory.
 enum class StreamRole : uint8_t { compute, copy };
@@ -164,6 +190,23 @@ class Backend {
     std::string how;  // "registered read-only", "not needed (cpu)", or why it was refused
   };
   virtual HostRegistrationResult register_host(const void* data, size_t bytes);
+  // Whether kernels may read ordinary host memory (pageable, unregistered: a file mapping as it
+  // is) at its host address. Default true (host memory is the device's memory); on CUDA, the
+  // device's pageable memory access (HMM, a coherent link), which discrete PCIe GPUs lack.
+  virtual bool reads_pageable_host_memory() const { return true; }
+
+  // The facts above. Default: a backend whose device memory is host memory.
+  virtual PlatformFacts platform_facts() const;
+  // Registers [data, data + bytes) (a read-only file mapping) with each flag set the platform
+  // has, unregistering at once, and the same for anonymous memory: which registrations work
+  // here. Default: none to try.
+  virtual std::vector<RegistrationTrial> try_host_registration(const void* data, size_t bytes);
+  // Enqueues a kernel that reads every byte of [src, src + bytes) (device memory, or host memory
+  // the device reads in place) and xors into the 8 bytes of device memory at `sum` the fold of
+  // the range: the xor of its little-endian 64-bit words counted from `src`, the last one
+  // zero-padded (the same value on every backend, whatever the alignment). For probes: the rate
+  // at which kernels read memory where it lies. Default: unsupported.
+  virtual Status read_reduce(Stream& stream, const void* src, size_t bytes, void* sum);
 
   // Host memory for fast copies (HostBuffer), 256-byte aligned. The default is ordinary memory.
   virtual Result<HostBuffer> allocate_host(size_t bytes);

@@ -308,6 +308,7 @@ void run(const RunArgs& a) {
     j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
     j["host_path"] = session->tier().how();
     j["host_register_s"] = session->tier().register_seconds();
+    j["host_rate"] = host_rate_json(*session);
     j["streamed_bytes"] = st.bytes_copied;
     j["streamed_groups"] = st.group_copies;
     j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
@@ -335,6 +336,7 @@ void run(const RunArgs& a) {
   std::printf("weights    %.1f MB resident, loaded in %.3f s (%.2f GB/s); host tier: %s\n",
               static_cast<double>(st.resident_bytes) / 1e6, st.resident_load_seconds, load_gbps,
               session->tier().how().c_str());
+  std::printf("host path  %s\n", host_rate_text(*session).c_str());
   print_plan(stdout, session->plan(), weights, session->memory());
   if (st.group_copies > 0) {
     std::printf("streamed   %.1f MB in %lld group copies\n",

@@ -13,6 +13,8 @@ void add_tokenize_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_pack_command(CLI::App& app);
+void add_probe_command(CLI::App& app);
 
 // Registers the backends compiled into this binary (CUDA when FERRY_HAVE_CUDA).
 void register_backends();

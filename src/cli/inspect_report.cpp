@@ -188,7 +188,10 @@ void group_report(InspectReport& r, const ModelConfig* config) {
   std::map<std::string, size_t> prefix_index;
   for (size_t i = 0; i < r.tensors.size(); ++i) {
     if (placed[i]) continue;
-    std::string name = prefix_group(r.tensors[i].name);
+    const InspectTensor& t = r.tensors[i];
+    // `ferry pack`'s gap fillers, all in one group.
+    std::string name = is_pack_padding(t.name, t.dtype, t.shape.size()) ? std::string("ferry.pad")
+                                                                        : prefix_group(t.name);
     auto [it, fresh] = prefix_index.emplace(name, r.groups.size());
     if (fresh) r.groups.push_back(InspectGroup{name, prefix_module(name), 0, 0, {}});
     r.groups[it->second].tensors.push_back(i);

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   ferry::cli::add_verify_command(app);
   ferry::cli::add_plan_command(app);
   ferry::cli::add_profile_command(app);
+  ferry::cli::add_pack_command(app);
+  ferry::cli::add_probe_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

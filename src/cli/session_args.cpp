@@ -83,8 +83,9 @@ void add_session_options(CLI::App* cmd, SessionArgs* a) {
                   "groups that are not layers");
   cmd->add_option("--plan", a->plan_file, "A plan file (`ferry plan` writes them)");
   cmd->add_option("--host-path", a->host_path,
-                  "How weights leave host memory: auto (registered read-only where possible), "
-                  "registered, or pageable")
+                  "How weights leave host memory: auto (registered read-only where possible, "
+                  "else bounce, else pageable), registered, bounce (page-locked buffers filled "
+                  "by host threads), or pageable")
       ->capture_default_str();
   cmd->add_flag("--check-streams", a->check_streams,
                 "CPU backend: random delays on every stream and poisoned slots, so that a missing "
@@ -117,15 +118,12 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
     FERRY_ASSIGN_OR_RETURN(Profile p, read_profile_file(a.profile_file));
     o.plan.profile = std::move(p);
   }
-  if (a.host_path == "auto") {
-    o.host_path = HostPath::automatic;
-  } else if (a.host_path == "registered") {
-    o.host_path = HostPath::registered;
-  } else if (a.host_path == "pageable") {
-    o.host_path = HostPath::pageable;
-  } else {
-    return bad("--host-path: expected auto, registered or pageable, got '" + a.host_path + "'");
+  const std::optional<HostPath> host_path = parse_host_path(a.host_path);
+  if (!host_path) {
+    return bad("--host-path: expected auto, registered, bounce or pageable, got '" + a.host_path +
+               "'");
   }
+  o.host_path = *host_path;
   const int given =
       int(!a.resident.empty()) + int(a.resident_count.has_value()) + int(!a.plan_file.empty());
   if (given > 1) return bad("give at most one of --plan, --resident and --resident-count");
@@ -146,6 +144,7 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
     o.plan.plan = std::move(p);
   }
   o.streaming.poison_slots = a.check_streams;
+  if (a.check_streams) o.streaming.bounce.max_fill_delay_us = 200;
   return o;
 }
 
@@ -224,6 +223,49 @@ nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& w
   if (memory.budget > 0) m["budget"] = memory.budget;
   j["memory"] = m;
   return j;
+}
+
+namespace {
+
+struct HostRate {
+  uint64_t bytes = 0;
+  double seconds = 0.0;
+  const char* measured_on = "nothing (no weight left host memory)";
+  double gb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+};
+
+HostRate host_rate(const Session& session) {
+  const StreamingStats& st = session.streaming();
+  HostRate r;
+  if (st.host_probe_bytes > 0) {
+    r = {st.host_probe_bytes, st.host_probe_seconds, "the largest streamed group, into a slot"};
+  } else if (st.resident_bytes > 0) {
+    r = {st.resident_bytes, st.resident_load_seconds, "the resident load"};
+  }
+  return r;
+}
+
+}  // namespace
+
+nlohmann::ordered_json host_rate_json(const Session& session) {
+  const HostRate r = host_rate(session);
+  nlohmann::ordered_json j;
+  j["path"] = host_path_name(session.tier().path());
+  j["how"] = session.tier().how();
+  j["gb_per_s"] = r.gb_per_s();
+  j["bytes"] = r.bytes;
+  j["seconds"] = r.seconds;
+  j["measured_on"] = r.measured_on;
+  return j;
+}
+
+std::string host_rate_text(const Session& session) {
+  const HostRate r = host_rate(session);
+  char rate[96];
+  std::snprintf(rate, sizeof rate, "%.2f GB/s over %.1f MB", r.gb_per_s(),
+                static_cast<double>(r.bytes) / 1e6);
+  return std::string(host_path_name(session.tier().path())) + ", " + rate + " (" + r.measured_on +
+         ")";
 }
 
 }  // namespace ferry::cli

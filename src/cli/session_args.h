@@ -44,4 +44,10 @@ void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,
 nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& weights,
                                          const MemoryBudget& memory);
 
+// The host path a session took and its rate as measured when it opened (the largest streamed
+// group copied once into a slot through that path; else the resident load): {"path", "how",
+// "gb_per_s", "bytes", "seconds", "measured_on"}; and the same as one line of text.
+nlohmann::ordered_json host_rate_json(const Session& session);
+std::string host_rate_text(const Session& session);
+
 }  // namespace ferry::cli

@@ -5,12 +5,11 @@
 #include <string>
 
 #include "exec/host_tier.h"
-#include "exec/mapped_upload.h"
 
 namespace ferry {
 
 namespace {
-// Each of the two bounce buffers of the load (exec/mapped_upload.h).
+// Each of the two bounce buffers of the load (exec/bounce_ring.h).
 constexpr uint64_t kUploadSlot = uint64_t{64} << 20;
 }  // namespace
 
@@ -21,7 +20,7 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
   FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());
   ResidentWeights r;
   // An error return leaves work enqueued that writes into r's buffers (a fill, copies): wait for
-  // it before they are freed. Declared after `r` and before `upload`, so it runs between them.
+  // it before they are freed. Declared after `r` and before `tier`, so it runs between them.
   struct Drain {
     Backend& backend;
     Stream& stream;
@@ -30,13 +29,14 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
   uint64_t largest = 0;
   for (const WeightGroup& g : weights.groups)
     for (const WeightSpec& s : g.tensors) largest = std::max(largest, s.bytes);
-  FERRY_ASSIGN_OR_RETURN(
-      MappedUpload upload,
-      MappedUpload::create(backend, stream, static_cast<size_t>(std::min(largest, kUploadSlot))));
-  r.buffers_.reserve(weights.groups.size());
   // Where each group's bytes are in the mapping (registered nothing: this loader copies through
-  // guarded page-locked buffers).
-  FERRY_ASSIGN_OR_RETURN(HostTier tier, HostTier::open(backend, checkpoint, HostPath::pageable));
+  // guarded page-locked buffers, exec/bounce_ring.h).
+  BounceOptions bounce;
+  bounce.buffers = 2;
+  bounce.buffer_bytes = static_cast<size_t>(std::clamp(largest, uint64_t{4096}, kUploadSlot));
+  FERRY_ASSIGN_OR_RETURN(HostTier tier,
+                         HostTier::open(backend, checkpoint, HostPath::bounce, bounce));
+  r.buffers_.reserve(weights.groups.size());
   for (const WeightGroup& g : weights.groups) {
     FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> copies, tier.copies(g));
     FERRY_ASSIGN_OR_RETURN(DeviceBuffer allocated, backend.allocate(g.bytes, "resident weights"));
@@ -44,13 +44,9 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
     const DeviceBuffer& buf = r.buffers_.back();
     // Zero the alignment padding so a group's bytes are fully defined.
     backend.fill_zero(stream, buf.data(), buf.bytes());
-    for (const HostCopy& c : copies) {
-      FERRY_RETURN_IF_ERROR(upload.copy(static_cast<char*>(buf.data()) + c.dst_offset,
-                                        std::span<const std::byte>(c.src, c.bytes), *c.file));
-    }
+    FERRY_RETURN_IF_ERROR(tier.bounce()->copy(stream, buf.data(), copies));
     r.bytes_ += g.bytes;
   }
-  FERRY_RETURN_IF_ERROR(upload.finish());
   FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
   // A rewrite in place that kept the size faults nowhere; the timestamps show it.
   FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());

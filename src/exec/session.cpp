@@ -22,7 +22,8 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   s->backend_ = &backend;
   s->checkpoint_ = &checkpoint;
   // The host tier first: whether kernels can read it in place decides where the embedding goes.
-  FERRY_ASSIGN_OR_RETURN(s->tier_, HostTier::open(backend, checkpoint, options.host_path));
+  FERRY_ASSIGN_OR_RETURN(
+      s->tier_, HostTier::open(backend, checkpoint, options.host_path, options.streaming.bounce));
   const uint64_t runtime = runtime_bytes_now(backend);
   FERRY_ASSIGN_OR_RETURN(s->planned_, plan_session_full(backend, config, weights, workload, options,
                                                         runtime, s->tier_.readable_in_place()));

@@ -11,6 +11,7 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     const Plan& plan, const StreamingOptions& options) {
   FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
   std::unique_ptr<StreamingProvider> p(new StreamingProvider(backend, weights, plan, options));
+  p->bounce_ = tier.bounce();
   const size_t n = weights.groups.size();
   p->base_.assign(n, nullptr);
   p->copies_.resize(n);
@@ -23,14 +24,12 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
         break;
       }
       case Placement::resident: {
-        FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> copies, tier.copies(g));
+        FERRY_ASSIGN_OR_RETURN(p->copies_[i], tier.copies(g));
         FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(g.bytes, "resident weights"));
         // Zero the alignment padding so a group's bytes are fully defined.
         backend.fill_zero(stream, buf.data(), buf.bytes());
-        for (const HostCopy& c : copies) {
-          backend.copy_from_mapping(stream, static_cast<char*>(buf.data()) + c.dst_offset, c.src,
-                                    c.bytes, *c.file);
-        }
+        FERRY_RETURN_IF_ERROR(p->copy_group(stream, i, buf.data()));
+        p->copies_[i].clear();  // loaded once: not needed again
         p->base_[i] = buf.data();
         p->stats_.resident_bytes += g.bytes;
         p->resident_.push_back(std::move(buf));
@@ -52,10 +51,36 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     slot.compute_done = backend.create_event();
     p->slots_.push_back(std::move(slot));
   }
+  p->tickets_.assign(p->slots_.size(), 0);
   if (plan.slots > 0 && plan.mode == StreamMode::pipelined) {
     p->copy_stream_ = backend.create_copy_stream();
   }
+  FERRY_RETURN_IF_ERROR(p->measure_host_rate(stream));
   return p;
+}
+
+StreamingProvider::~StreamingProvider() {
+  // Jobs still queued refer to this provider's slots and events.
+  if (bounce_ != nullptr) bounce_->drain();
+}
+
+Status StreamingProvider::measure_host_rate(Stream& stream) {
+  size_t largest = weights_.groups.size();
+  for (size_t i = 0; i < weights_.groups.size(); ++i) {
+    if (plan_.placement[i] != Placement::streamed) continue;
+    if (largest == weights_.groups.size() ||
+        weights_.groups[i].bytes > weights_.groups[largest].bytes) {
+      largest = i;
+    }
+  }
+  if (largest == weights_.groups.size() || slots_.empty()) return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  FERRY_RETURN_IF_ERROR(copy_group(stream, largest, slots_[0].buffer.data()));
+  FERRY_RETURN_IF_ERROR(backend_.synchronize(stream));
+  stats_.host_probe_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.host_probe_bytes = weights_.groups[largest].bytes;
+  return {};
 }
 
 Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
@@ -72,11 +97,15 @@ Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
   next_call_ = 0;
   next_streamed_ = 0;
   issued_ = 0;
+  // A run that ended early may have left jobs queued: let them finish (their errors belong to it).
+  if (bounce_ != nullptr) bounce_->drain();
   timeline_recorded_ = timeline_on_;
   if (timeline_recorded_) FERRY_RETURN_IF_ERROR(prepare_timeline(stream));
   // The ring starts full: the first `slots` streamed calls are copied at once.
   if (plan_.mode == StreamMode::pipelined) {
-    while (issued_ < streamed_.size() && issued_ < slots_.size()) issue_copy(issued_++, stream);
+    while (issued_ < streamed_.size() && issued_ < slots_.size()) {
+      FERRY_RETURN_IF_ERROR(issue_copy(issued_++, stream));
+    }
   }
   return {};
 }
@@ -102,6 +131,11 @@ void StreamingProvider::mark(const std::vector<std::unique_ptr<Event>>& events, 
 }
 
 Result<StreamTimeline> StreamingProvider::timeline() const {
+  if (bounce_ != nullptr) {
+    return make_error(ErrorCode::unsupported,
+                      "streaming: no timeline on the bounce path (its copies are enqueued by the "
+                      "ring's worker thread)");
+  }
   if (!timeline_recorded_ || !timeline_.origin || timeline_.compute_start.size() < calls_.size() ||
       timeline_.copy_start.size() < streamed_.size()) {
     return make_error(ErrorCode::invalid_argument,
@@ -136,27 +170,45 @@ Result<StreamTimeline> StreamingProvider::timeline() const {
   return t;
 }
 
-void StreamingProvider::copy_group(Stream& on, const Call& call, void* dst) {
-  const auto g = static_cast<size_t>(call.group);
+Status StreamingProvider::copy_group(Stream& on, size_t g, void* dst) {
+  if (bounce_ != nullptr) return bounce_->copy(on, dst, copies_[g]);
   for (const HostCopy& c : copies_[g]) {
     backend_.copy_from_mapping(on, static_cast<char*>(dst) + c.dst_offset, c.src, c.bytes, *c.file);
-    ++stats_.copy_calls;
   }
+  return {};
+}
+
+void StreamingProvider::count_copy(const Call& call) {
+  const auto g = static_cast<size_t>(call.group);
+  stats_.copy_calls += static_cast<int64_t>(copies_[g].size());
   stats_.bytes_copied += weights_.groups[g].bytes;
   stats_.bytes_by_phase[static_cast<size_t>(call.phase)] += weights_.groups[g].bytes;
   ++stats_.group_copies;
 }
 
-void StreamingProvider::issue_copy(size_t k, Stream& compute) {
+Status StreamingProvider::issue_copy(size_t k, Stream& compute) {
   Slot& slot = slots_[k % slots_.size()];
   const Call& call = calls_[streamed_[k]];
+  const auto g = static_cast<size_t>(call.group);
+  count_copy(call);
   if (plan_.mode == StreamMode::sequential) {
     mark(timeline_.copy_start, k, compute);
-    copy_group(compute, call, slot.buffer.data());
+    FERRY_RETURN_IF_ERROR(copy_group(compute, g, slot.buffer.data()));
     mark(timeline_.copy_end, k, compute);
-    return;
+    return {};
   }
   Stream& copy = *copy_stream_;
+  if (bounce_ != nullptr) {
+    BounceRing::Job job;
+    job.stream = &copy;
+    job.after = slot.compute_done.get();
+    job.done = slot.dma_done.get();
+    job.dst = slot.buffer.data();
+    job.copies = copies_[g];
+    job.poison_bytes = options_.poison_slots ? slot.buffer.bytes() : 0;
+    tickets_[k % slots_.size()] = bounce_->submit(job);
+    return {};
+  }
   // The slot's previous user must be done with it (for the first `slots` copies of an inference,
   // the event's last record is from the previous inference, which has finished).
   backend_.wait(copy, *slot.compute_done);
@@ -164,9 +216,10 @@ void StreamingProvider::issue_copy(size_t k, Stream& compute) {
     backend_.fill_byte(copy, slot.buffer.data(), 0xff, slot.buffer.bytes());
   }
   mark(timeline_.copy_start, k, copy);
-  copy_group(copy, call, slot.buffer.data());
+  FERRY_RETURN_IF_ERROR(copy_group(copy, g, slot.buffer.data()));
   mark(timeline_.copy_end, k, copy);
   backend_.record(*slot.dma_done, copy);
+  return {};
 }
 
 Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
@@ -183,8 +236,12 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
   const size_t k = next_streamed_;
   Slot& slot = slots_[k % slots_.size()];
   if (plan_.mode == StreamMode::sequential) {
-    issue_copy(k, stream);
+    FERRY_RETURN_IF_ERROR(issue_copy(k, stream));
   } else if (!options_.skip_dma_wait_for_tests) {
+    // Bounce path: the job's DMA-done record must exist before the wait that orders after it.
+    if (bounce_ != nullptr && !options_.skip_bounce_wait_for_tests) {
+      FERRY_RETURN_IF_ERROR(bounce_->wait_enqueued(tickets_[k % slots_.size()]));
+    }
     backend_.wait(stream, *slot.dma_done);
   }
   mark(timeline_.compute_start, next_call_, stream);
@@ -202,8 +259,8 @@ Status StreamingProvider::release(Stream& stream, const Call& call) {
   // The slot is free once this call's compute is done: its next user's copy can be enqueued.
   const size_t next = k + slots_.size();
   if (next < streamed_.size() && issued_ == next) {
-    issue_copy(next, stream);
     ++issued_;
+    return issue_copy(next, stream);
   }
   return {};
 }
@@ -223,7 +280,9 @@ Status StreamingProvider::skip_to(Stream& stream, size_t next) {
   // A slot's next copy waits for the compute-done event of the last call that computed in it;
   // skipped calls computed nothing, so that event is still the right one to wait for.
   issued_ = std::max(issued_, m);
-  while (issued_ < streamed_.size() && issued_ < m + slots_.size()) issue_copy(issued_++, stream);
+  while (issued_ < streamed_.size() && issued_ < m + slots_.size()) {
+    FERRY_RETURN_IF_ERROR(issue_copy(issued_++, stream));
+  }
   return {};
 }
 

@@ -16,6 +16,12 @@
 // streamed call's copy, read back after the inference as a StreamTimeline
 // (exec/stream_timeline.h). It costs two event records per call and two per copy, and makes the
 // copy stream wait for an origin event on the compute stream at the start of each inference.
+// On the bounce path (exec/bounce_ring.h) a streamed copy is a job of the tier's bounce ring: its
+// worker thread waits for the slot's compute-done event, fills page-locked buffers from the
+// mapping and enqueues their DMAs and the DMA-done record on the copy stream. acquire() then
+// waits on the host until that job has been enqueued, and only then enqueues the compute
+// stream's wait on the DMA-done event (a stream wait orders after the last record made before
+// it). That host wait is the one the bounce path adds; the registered path has none.
 #pragma once
 
 #include <array>
@@ -41,6 +47,11 @@ struct StreamingOptions {
   // Fault injection for the test that shows the check above can fail: compute does not wait
   // for a slot's copy. Never set outside that test.
   bool skip_dma_wait_for_tests = false;
+  // The same on the bounce path: acquire does not wait for the job's enqueue, so the compute
+  // stream's wait may come before the DMA-done record it needs. Never set outside that test.
+  bool skip_bounce_wait_for_tests = false;
+  // The bounce ring's buffers and threads (used when the host tier takes the bounce path).
+  BounceOptions bounce;
 };
 
 struct StreamingStats {
@@ -50,6 +61,10 @@ struct StreamingStats {
   int64_t copy_calls = 0;                    // backend copies issued (a group may need a few)
   uint64_t resident_bytes = 0;
   double resident_load_seconds = 0.0;
+  // The host path's rate, measured when the provider was made: the largest streamed group
+  // copied once into a slot through the path in use (0 bytes when nothing is streamed).
+  uint64_t host_probe_bytes = 0;
+  double host_probe_seconds = 0.0;
 };
 
 class StreamingProvider final : public GroupProvider {
@@ -60,6 +75,8 @@ class StreamingProvider final : public GroupProvider {
                                                            const ModelWeights& weights,
                                                            const HostTier& tier, const Plan& plan,
                                                            const StreamingOptions& options = {});
+
+  ~StreamingProvider() override;
 
   Status begin(Stream& stream, std::span<const Call> calls) override;
   Result<void*> acquire(Stream& stream, const Call& call) override;
@@ -90,9 +107,14 @@ class StreamingProvider final : public GroupProvider {
   };
 
   // Enqueues the copy of streamed call `k` into its slot (pipelined: on the copy stream, after
-  // the slot's previous user; sequential: on `compute`).
-  void issue_copy(size_t k, Stream& compute);
-  void copy_group(Stream& on, const Call& call, void* dst);
+  // the slot's previous user; sequential: on `compute`). Bounce path, pipelined: submits it.
+  Status issue_copy(size_t k, Stream& compute);
+  // The copies of group `g` into `dst` on `on`, through the path in use (bounce: on the calling
+  // thread).
+  Status copy_group(Stream& on, size_t g, void* dst);
+  void count_copy(const Call& call);
+  // host_probe_*: the largest streamed group into slot 0, timed, synchronizing `stream`.
+  Status measure_host_rate(Stream& stream);
 
   Backend& backend_;
   const ModelWeights& weights_;
@@ -113,6 +135,8 @@ class StreamingProvider final : public GroupProvider {
   bool timeline_on_ = false;
   bool timeline_recorded_ = false;  // the current inference is being recorded
   TimelineEvents timeline_;
+  BounceRing* bounce_ = nullptr;   // the tier's, on the bounce path
+  std::vector<uint64_t> tickets_;  // per slot: the bounce job of its latest copy
   // The call sequence being executed and where execution stands in it.
   std::vector<Call> calls_;
   std::vector<size_t> streamed_;  // indices into calls_ of the streamed calls, in order

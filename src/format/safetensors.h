@@ -112,9 +112,12 @@ struct TensorToWrite {
 };
 
 // Atomic (format/atomic_write.h): the file at `path` is the old one or the complete new one,
-// whatever happens during the write; an interrupt stops the fill between tensors.
+// whatever happens during the write; an interrupt stops the fill between tensors. The header is
+// padded with spaces so that the data starts at a multiple of `data_alignment` (a power of two
+// from 8 to 1 MiB: 8 as Hugging Face writes; 4096 for `ferry pack`'s page-aligned groups).
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata = {});
+                         const std::map<std::string, std::string>& metadata = {},
+                         uint64_t data_alignment = 8);
 
 // Splits into shards of at most max_shard_bytes of tensor data (a tensor larger than that gets a
 // shard of its own), named model-00001-of-0000N.safetensors, plus model.safetensors.index.json,

@@ -176,7 +176,14 @@ FolderPolicy checkpoint_folder_policy(bool force) {
 }
 
 Status write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata,
+                         uint64_t data_alignment) {
+  if (data_alignment < 8 || data_alignment > (uint64_t{1} << 20) ||
+      (data_alignment & (data_alignment - 1)) != 0) {
+    return make_error(ErrorCode::invalid_argument, path + ": data alignment " +
+                                                       std::to_string(data_alignment) +
+                                                       " is not a power of two from 8 to 1 MiB");
+  }
   FERRY_RETURN_IF_ERROR(check_metadata(metadata, path));
   // The header text is assembled entry by entry (nlohmann's ordered_json would look every key
   // up linearly); names and metadata are escaped by nlohmann.
@@ -205,7 +212,10 @@ Status write_safetensors(const std::string& path, const std::vector<TensorToWrit
     data_bytes += n;
   }
   text += '}';
-  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as HF pads
+  // The data starts aligned (8 bytes as HF pads), after the 8-byte length and the header.
+  text.append(
+      static_cast<size_t>((data_alignment - (8 + text.size()) % data_alignment) % data_alignment),
+      ' ');
   const uint64_t data_start = 8 + text.size();
   const uint64_t total = data_start + data_bytes;
   if (total > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))

@@ -219,6 +219,11 @@ Result<ModelWeights> describe_weights(const ModelConfig& config) {
   return make_error(ErrorCode::internal, "describe_weights: unknown architecture");
 }
 
+bool is_pack_padding(std::string_view name, DType dtype, size_t rank) {
+  return dtype == DType::u8 && rank == 1 && name.size() > kPackPaddingPrefix.size() &&
+         name.substr(0, kPackPaddingPrefix.size()) == kPackPaddingPrefix;
+}
+
 Status bind_tensors(const ModelWeights& weights, const std::vector<TensorMeta>& tensors,
                     std::string_view label) {
   std::map<std::string_view, const TensorMeta*> have;
@@ -248,6 +253,7 @@ Status bind_tensors(const ModelWeights& weights, const std::vector<TensorMeta>& 
   std::set<std::string_view> ignored(weights.ignored.begin(), weights.ignored.end());
   for (const auto& t : tensors) {
     if (wanted.count(t.name) || ignored.count(t.name)) continue;
+    if (is_pack_padding(t.name, t.dtype, t.shape.size())) continue;
     if (unexpected++ < kShow) problems.push_back("tensor " + t.name + ": unexpected");
   }
   if (problems.empty()) return Status();

@@ -104,6 +104,11 @@ struct TensorMeta {
   DType dtype = DType::bf16;
   std::vector<int64_t> shape;
 };
+// The tensors `ferry pack` writes into the gaps between weight groups (a safetensors file has
+// no holes): 1-D U8 tensors named "ferry.pad.N". Binding tolerates them; nothing loads them.
+inline constexpr std::string_view kPackPaddingPrefix = "ferry.pad.";
+bool is_pack_padding(std::string_view name, DType dtype, size_t rank);
+
 // The check bind_checkpoint does, on a plain list. Errors name every missing, mismatched and
 // unexpected tensor (up to a few of each, then a count); `label` prefixes the message.
 Status bind_tensors(const ModelWeights& weights, const std::vector<TensorMeta>& tensors,

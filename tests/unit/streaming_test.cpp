@@ -39,13 +39,14 @@ std::vector<std::string> text_layers(const std::vector<int>& idx) {
 
 class StreamingPlans : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(StreamingPlans, EveryPlanGivesTheAllResidentBytes) {
-  TinyCheckpoint m(GetParam());
-  SessionOptions base;
-  base.inference.keep_all_logits = true;
-  auto want = m.run(base);
-  ASSERT_TRUE(want.ok()) << want.error().to_string();
+struct PlanCase {
+  std::string what;
+  SessionOptions options;
+};
 
+// The plans every host path must run bit-exactly: none resident, all, consecutive k,
+// interleaved k, random, sequential, three slots, graphs off.
+std::vector<PlanCase> plan_cases(const TinyCheckpoint& m) {
   std::vector<std::string> all;
   for (const auto& g : m.weights().groups) all.push_back(g.name);
   std::mt19937 rng(42);
@@ -54,11 +55,7 @@ TEST_P(StreamingPlans, EveryPlanGivesTheAllResidentBytes) {
     if (rng() % 2 == 0) random.push_back(g.name);
   }
   const int layers = static_cast<int>(m.config().text().num_layers);
-  struct Case {
-    std::string what;
-    SessionOptions options;
-  };
-  std::vector<Case> cases = {
+  std::vector<PlanCase> cases = {
       {"none resident", with_resident({})},
       {"all resident", with_resident(all)},
       {"consecutive k", with_resident(text_layers({0, 1}))},
@@ -73,11 +70,43 @@ TEST_P(StreamingPlans, EveryPlanGivesTheAllResidentBytes) {
   SessionOptions off = with_resident({});
   off.inference.exec.graphs = false;
   cases.push_back({"none resident, graphs off", off});
-  for (const Case& c : cases) {
+  return cases;
+}
+
+// The bounce ring's small buffers: a group takes several fills and the ring wraps within one.
+BounceOptions small_bounce(int max_fill_delay_us) {
+  BounceOptions b;
+  b.buffers = 2;
+  b.buffer_bytes = 64 << 10;
+  b.fill_threads = 2;
+  b.max_fill_delay_us = max_fill_delay_us;
+  b.delay_seed = 3;
+  return b;
+}
+
+// Every plan of plan_cases, through `path`, with random delays on every stream (and before every
+// buffer fill on the bounce path) and poisoned slots: the bytes of the all-resident run.
+void expect_every_plan_exact(const char* preset, HostPath path) {
+  TinyCheckpoint m(preset);
+  SessionOptions base;
+  base.inference.keep_all_logits = true;
+  auto want = m.run(base);
+  ASSERT_TRUE(want.ok()) << want.error().to_string();
+  for (PlanCase& c : plan_cases(m)) {
+    c.options.host_path = path;
+    if (path == HostPath::bounce) c.options.streaming.bounce = small_bounce(20);
     auto got = m.run(c.options, hostile(), 2);
     ASSERT_TRUE(got.ok()) << c.what << ": " << got.error().to_string();
-    expect_same(*got, *want, c.what);
+    expect_same(*got, *want, std::string(host_path_name(path)) + ", " + c.what);
   }
+}
+
+TEST_P(StreamingPlans, EveryPlanGivesTheAllResidentBytes) {
+  expect_every_plan_exact(GetParam(), HostPath::automatic);
+}
+
+TEST_P(StreamingPlans, BouncePathGivesTheAllResidentBytes) {
+  expect_every_plan_exact(GetParam(), HostPath::bounce);
 }
 
 TEST_P(StreamingPlans, BudgetsHoldAndTheSmallestIsNamed) {
@@ -115,22 +144,83 @@ TEST_P(StreamingPlans, BudgetsHoldAndTheSmallestIsNamed) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, StreamingPlans, ::testing::Values("alpamayo-tiny", "qwen3-tiny"));
 
-// The check bites: without the compute stream's wait for a slot's copy, poisoned and delayed
-// slots reach the kernels and the output changes.
-TEST(StreamingChecks, AMissingWaitChangesTheOutput) {
+// `broken` (a missing wait) on qwen3-tiny does not give the all-resident run's logits.
+void expect_broken_run_differs(const SessionOptions& broken, const CpuBackendOptions& cpu) {
   TinyCheckpoint m("qwen3-tiny");
   SessionOptions base;
   base.inference.keep_all_logits = true;
   auto want = m.run(base);
   ASSERT_TRUE(want.ok());
+  auto got = m.run(broken, cpu);
+  // Poisoned weights give NaN logits (refused by sampling) or, when a copy won the race, other
+  // numbers: either way not the all-resident run's.
+  EXPECT_TRUE(!got.ok() || got->step_logits != want->step_logits);
+}
+
+// The check bites: without the compute stream's wait for a slot's copy, poisoned and delayed
+// slots reach the kernels and the output changes.
+TEST(StreamingChecks, AMissingWaitChangesTheOutput) {
   SessionOptions broken = with_resident({});
   broken.streaming.skip_dma_wait_for_tests = true;
   CpuBackendOptions slow = hostile();
   slow.max_delay_us = 2000;
-  auto got = m.run(broken, slow);
-  // Poisoned weights give NaN logits (refused by sampling) or, when a copy won the race, other
-  // numbers: either way not the all-resident run's.
-  EXPECT_TRUE(!got.ok() || got->step_logits != want->step_logits);
+  expect_broken_run_differs(broken, slow);
+}
+
+// The bounce path's host wait bites: when acquire does not wait for the ring's worker to have
+// enqueued a slot's copy, the compute stream's wait orders after an older record (or none), and
+// poisoned slots reach the kernels.
+TEST(StreamingChecks, AMissingBounceWaitChangesTheOutput) {
+  SessionOptions broken = with_resident({});
+  broken.host_path = HostPath::bounce;
+  broken.streaming.bounce = small_bounce(1000);
+  broken.streaming.skip_bounce_wait_for_tests = true;
+  expect_broken_run_differs(broken, hostile());
+}
+
+// Where registration is refused, auto takes the bounce ring (and says so), with the same bytes;
+// registered is then an error, and pageable stays pageable.
+TEST(StreamingChecks, RefusedRegistrationFallsBackToTheBounceRing) {
+  TinyCheckpoint m("qwen3-tiny");
+  SessionOptions base;
+  base.inference.keep_all_logits = true;
+  auto want = m.run(base);
+  ASSERT_TRUE(want.ok());
+  CpuBackendOptions refusing = hostile();
+  refusing.refuse_host_registration = true;
+  for (HostPath path : {HostPath::automatic, HostPath::registered, HostPath::pageable}) {
+    SessionOptions o = with_resident({});
+    o.host_path = path;
+    auto backend = create_cpu_backend(refusing);
+    auto s = Session::open(*backend, m.config(), m.weights(), m.checkpoint(), m.workload(), o);
+    if (path == HostPath::registered) {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.error().message.find("refused"), std::string::npos) << s.error().message;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    const HostTier& tier = (*s)->tier();
+    if (path == HostPath::automatic) {
+      EXPECT_EQ(tier.path(), HostPath::bounce);
+      ASSERT_NE(tier.bounce(), nullptr);
+      EXPECT_NE(tier.how().find("refused (cpu test hook)"), std::string::npos) << tier.how();
+    } else {
+      EXPECT_EQ(tier.path(), HostPath::pageable);
+      EXPECT_EQ(tier.bounce(), nullptr);
+    }
+    // The rate of the path was measured on the largest streamed group.
+    EXPECT_GT((*s)->streaming().host_probe_bytes, 0u);
+    EXPECT_GT((*s)->streaming().host_probe_seconds, 0.0);
+    auto got = (*s)->run();
+    ASSERT_TRUE(got.ok()) << got.error().to_string();
+    expect_same(*got, *want, host_path_name(path));
+    if (tier.bounce() != nullptr) {
+      // Every streamed copy went through the ring (at least one fill each).
+      const BounceStats b = tier.bounce()->stats();
+      EXPECT_GT(b.bytes, 0u);
+      EXPECT_GE(b.chunks, static_cast<uint64_t>((*s)->streaming().group_copies));
+    }
+  }
 }
 
 }  // namespace

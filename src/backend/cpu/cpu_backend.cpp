@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,6 +121,13 @@ class CpuBackend final : public Backend {
     return RawDeviceMemory{p, [](void* q) { std::free(q); }};
   }
 
+  HostRegistrationResult register_host(const void* data, size_t bytes) override {
+    if (!options_.refuse_host_registration) return Backend::register_host(data, bytes);
+    HostRegistrationResult r;
+    r.how = "refused (cpu test hook)";
+    return r;
+  }
+
   std::unique_ptr<Stream> create_stream() override {
     const uint64_t n = stream_counter_.fetch_add(1);
     return std::make_unique<cpu::CpuStream>(options_.max_delay_us,
@@ -178,6 +186,40 @@ class CpuBackend final : public Backend {
   Status run(Stream& stream, const Op& op) override {
     FERRY_RETURN_IF_ERROR(validate(op));
     as_cpu(stream).enqueue([op, pool = pool_] { return cpu::execute(op, pool.get()); });
+    return Status();
+  }
+
+  // The probe read (backend.h's fold: little-endian 64-bit words from `src`, xor'ed), split over
+  // the op pool.
+  Status read_reduce(Stream& stream, const void* src, size_t bytes, void* sum) override {
+    cpu::CpuStream& s = as_cpu(stream);
+    if (s.capturing()) {
+      return make_error(ErrorCode::invalid_argument, "cpu: a probe read cannot be recorded");
+    }
+    s.enqueue([src, bytes, sum, pool = pool_] {
+      const auto* p = static_cast<const unsigned char*>(src);
+      const auto words = static_cast<int64_t>(bytes / 8);
+      std::mutex m;
+      uint64_t total = 0;
+      cpu::parallel_for(pool.get(), words, int64_t{1} << 16, [&](int64_t b, int64_t e) {
+        uint64_t acc = 0;
+        for (int64_t i = b; i < e; ++i) {
+          uint64_t w = 0;
+          std::memcpy(&w, p + 8 * i, 8);
+          acc ^= w;
+        }
+        std::lock_guard lock(m);
+        total ^= acc;
+      });
+      for (size_t i = static_cast<size_t>(words) * 8; i < bytes; ++i) {
+        total ^= uint64_t{p[i]} << (8 * (i % 8));
+      }
+      uint64_t old = 0;
+      std::memcpy(&old, sum, 8);
+      old ^= total;
+      std::memcpy(sum, &old, 8);
+      return Status();
+    });
     return Status();
   }
 

@@ -13,6 +13,9 @@ struct CpuBackendOptions {
   // event ordering is exercised under random timing. 0 = off.
   int max_delay_us = 0;
   uint64_t delay_seed = 1;
+  // Test hook: register_host refuses, as a platform that cannot register file pages does (the
+  // host tier then falls back to its bounce ring).
+  bool refuse_host_registration = false;
 };
 
 std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options = {});

@@ -5,9 +5,15 @@
 
 #include <cuda_runtime.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
@@ -15,6 +21,7 @@
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/nvml_probe.h"
 #include "backend/cuda/op_context.h"
+#include "backend/cuda/read_reduce.cuh"
 
 namespace ferry {
 namespace cuda {
@@ -59,6 +66,65 @@ class CudaHostRegistration final : public HostRegistration {
  private:
   void* p_;
 };
+
+// An attribute of the device, or nullopt when the runtime cannot say.
+std::optional<bool> device_flag(cudaDeviceAttr attr, int device) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, attr, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return v != 0;
+}
+
+// The PCIe link from sysfs, where NVML gave nothing: "/sys/bus/pci/devices/<bus id>/
+// {current,max}_link_{speed,width}"; speeds "32.0 GT/s PCIe" name the generation.
+void pcie_from_sysfs(const std::string& bus_id, PlatformFacts& f) {
+  std::string id = bus_id;
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string dir = "/sys/bus/pci/devices/" + id + "/";
+  auto read = [&](const char* name) {
+    std::ifstream in(dir + name);
+    std::string v;
+    std::getline(in, v);
+    return v;
+  };
+  auto generation = [](const std::string& speed) -> std::optional<int> {
+    const double gts = std::atof(speed.c_str());
+    const double table[] = {2.5, 5, 8, 16, 32, 64};
+    for (int g = 0; g < 6; ++g) {
+      if (gts > table[g] * 0.9 && gts < table[g] * 1.1) return g + 1;
+    }
+    return std::nullopt;
+  };
+  auto width = [](const std::string& w) -> std::optional<int> {
+    const int v = std::atoi(w.c_str());
+    return v > 0 && v <= 64 ? std::optional<int>(v) : std::nullopt;
+  };
+  f.pcie_generation = generation(read("current_link_speed"));
+  f.pcie_width = width(read("current_link_width"));
+  f.pcie_max_generation = generation(read("max_link_speed"));
+  f.pcie_max_width = width(read("max_link_width"));
+  if (f.pcie_generation || f.pcie_max_generation) f.pcie_source = "sysfs (" + dir + ")";
+}
+
+// Registers `bytes` at `p` with `flags` and unregisters at once.
+RegistrationTrial try_register(void* p, size_t bytes, unsigned flags, std::string memory,
+                               std::string flag_name) {
+  RegistrationTrial t;
+  t.memory = std::move(memory);
+  t.flags = std::move(flag_name);
+  const cudaError_t err = cudaHostRegister(p, bytes, flags);
+  t.ok = err == cudaSuccess;
+  if (t.ok) {
+    (void)cudaHostUnregister(p);
+    t.how = "registered";
+  } else {
+    (void)cudaGetLastError();
+    t.how = cudaGetErrorString(err);
+  }
+  return t;
+}
 
 // Host copies, events and synchronization are kept out of recordings (the CPU backend refuses
 // them too, so a model that records one fails on every machine, not only on a GPU).
@@ -140,6 +206,80 @@ class CudaBackend final : public Backend {
     r.readable_in_place = in_place != 0;
     r.how = "registered read-only (cudaHostRegister)";
     return r;
+  }
+
+  PlatformFacts platform_facts() const override {
+    PlatformFacts f;
+    f.device = prop_.name;
+    f.integrated = device_flag(cudaDevAttrIntegrated, device_);
+    f.pageable_memory_access = device_flag(cudaDevAttrPageableMemoryAccess, device_);
+    f.pageable_uses_host_page_tables =
+        device_flag(cudaDevAttrPageableMemoryAccessUsesHostPageTables, device_);
+    f.host_pointer_for_registered =
+        device_flag(cudaDevAttrCanUseHostPointerForRegisteredMem, device_);
+    f.host_register_supported = device_flag(cudaDevAttrHostRegisterSupported, device_);
+    f.host_register_read_only_supported =
+        device_flag(cudaDevAttrHostRegisterReadOnlySupported, device_);
+    f.copy_engines = prop_.asyncEngineCount;
+    if (probe_) {
+      const NvmlProbe::PcieLink link = probe_->pcie();
+      f.pcie_generation = link.generation;
+      f.pcie_width = link.width;
+      f.pcie_max_generation = link.max_generation;
+      f.pcie_max_width = link.max_width;
+      if (link.generation || link.max_generation) f.pcie_source = "nvml";
+    }
+    if (f.pcie_source.empty()) {
+      char bus_id[32] = {};
+      if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) {
+        pcie_from_sysfs(bus_id, f);
+      } else {
+        (void)cudaGetLastError();
+      }
+    }
+    if (f.pcie_source.empty()) f.notes.push_back("PCIe link: neither NVML nor sysfs says");
+    if (f.integrated.value_or(false)) {
+      f.notes.push_back("integrated: device and host share one memory; there is no PCIe link");
+    }
+    return f;
+  }
+
+  std::vector<RegistrationTrial> try_host_registration(const void* data, size_t bytes) override {
+    std::vector<RegistrationTrial> out;
+    void* p = const_cast<void*>(data);  // registration does not write; ReadOnly says so
+    const std::string file = "file mapping (read-only, shared)";
+    out.push_back(try_register(p, bytes, cudaHostRegisterDefault, file, "default"));
+    out.push_back(try_register(p, bytes, cudaHostRegisterReadOnly, file, "read-only"));
+    // Anonymous memory, where registration is the ordinary case.
+    const size_t anon_bytes = size_t{4} << 20;
+    void* anon = std::aligned_alloc(4096, anon_bytes);
+    if (anon != nullptr) {
+      std::memset(anon, 0, anon_bytes);
+      out.push_back(
+          try_register(anon, anon_bytes, cudaHostRegisterDefault, "anonymous memory", "default"));
+      std::free(anon);
+    }
+    return out;
+  }
+
+  Status read_reduce(Stream& stream, const void* src, size_t bytes, void* sum) override {
+    auto& s = as_cuda(stream);
+    if (s.capturing()) {
+      return make_error(ErrorCode::invalid_argument, "cuda: a probe read cannot be recorded");
+    }
+    if (!s.error().ok()) return s.error();
+    return launch_read_reduce(src, bytes, sum, prop_.multiProcessorCount, s.handle());
+  }
+
+  // A kernel touching pageable memory on a device without this attribute faults and poisons the
+  // context (measured on the H200), so the answer must be the device's own.
+  bool reads_pageable_host_memory() const override {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrPageableMemoryAccess, device_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return v != 0;
   }
 
   // Page-locked, so that copies run at the link's speed (a pageable copy of the 71 MB of pixels

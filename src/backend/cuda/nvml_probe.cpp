@@ -29,6 +29,8 @@ struct NvmlProbe::Api {
   nvmlReturn (*by_pci)(const char*, void**) = nullptr;
   nvmlReturn (*memory)(void*, NvmlMemory*) = nullptr;
   nvmlReturn (*processes)(void*, unsigned int*, NvmlProcessInfo*) = nullptr;
+  // nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}, in that order (optional).
+  nvmlReturn (*pcie[4])(void*, unsigned int*) = {};
   ~Api() {
     if (shutdown != nullptr) shutdown();
     if (lib != nullptr) dlclose(lib);
@@ -56,6 +58,10 @@ std::unique_ptr<NvmlProbe> NvmlProbe::open(const std::string& pci_bus_id) {
   if (!load(api->lib, "nvmlDeviceGetComputeRunningProcesses_v3", api->processes)) {
     (void)load(api->lib, "nvmlDeviceGetComputeRunningProcesses_v2", api->processes);
   }
+  const char* pcie_names[4] = {
+      "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+      "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth"};
+  for (int i = 0; i < 4; ++i) (void)load(api->lib, pcie_names[i], api->pcie[i]);
   if (api->init() != 0) return nullptr;
   api->shutdown = shutdown;
   std::unique_ptr<NvmlProbe> p(new NvmlProbe());
@@ -87,6 +93,20 @@ std::optional<uint64_t> NvmlProbe::process_bytes() const {
   NvmlMemory m{};
   if (api_->memory(device_, &m) != 0) return std::nullopt;
   return m.used > baseline_ ? m.used - baseline_ : 0;
+}
+
+NvmlProbe::PcieLink NvmlProbe::pcie() const {
+  PcieLink link;
+  if (!api_) return link;
+  std::optional<int>* out[4] = {&link.generation, &link.width, &link.max_generation,
+                                &link.max_width};
+  for (int i = 0; i < 4; ++i) {
+    unsigned int v = 0;
+    if (api_->pcie[i] != nullptr && api_->pcie[i](device_, &v) == 0 && v > 0 && v < 1024) {
+      *out[i] = static_cast<int>(v);
+    }
+  }
+  return link;
 }
 
 std::string NvmlProbe::method() const {

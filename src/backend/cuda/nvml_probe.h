@@ -27,6 +27,13 @@ class NvmlProbe {
   // Which of the two process_bytes() reports ("nvml per process", "nvml device less baseline").
   std::string method() const;
 
+  // The PCIe link: generation and width as trained now (a GPU trains its link down when idle)
+  // and the most it can train to. Fields NVML cannot give stay empty.
+  struct PcieLink {
+    std::optional<int> generation, width, max_generation, max_width;
+  };
+  PcieLink pcie() const;
+
  private:
   NvmlProbe() = default;
   std::optional<uint64_t> listed_bytes() const;  // NVML's count for this PID, if it lists it

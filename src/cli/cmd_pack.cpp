@@ -1,0 +1,110 @@
+// ferry pack IN OUT [--force] [--json]: a checkpoint relaid out so that each weight group is one
+// page-aligned range of one safetensors file, laid out as in memory (model/pack.h): one group is
+// one transfer. Written atomically: OUT is untouched until the new folder is complete.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "cli/cli_support.h"
+#include "cli/commands.h"
+#include "cli/inspect_report.h"
+#include "core/interrupt.h"
+#include "exec/host_tier.h"
+#include "model/pack.h"
+
+namespace ferry::cli {
+namespace {
+
+struct PackArgs {
+  std::string in;
+  std::string out;
+  bool force = false;
+  bool json = false;
+};
+
+const Reporter report{"pack"};
+
+// Copies per group as the host tier will issue them from the packed file.
+struct Transfers {
+  size_t groups = 0;
+  size_t one_copy = 0;
+  std::vector<std::string> more;  // "text.head.0 (2 copies)"
+};
+
+Transfers count_transfers(const std::string& dir) {
+  const OpenModel m = report.check(open_model(dir));
+  std::unique_ptr<Backend> cpu = create_cpu_backend();
+  const HostTier tier = report.check(HostTier::open(*cpu, m.checkpoint, HostPath::pageable));
+  Transfers t;
+  for (const WeightGroup& g : m.weights.groups) {
+    const size_t n = report.check(tier.copies(g)).size();
+    ++t.groups;
+    if (n == 1) {
+      ++t.one_copy;
+    } else {
+      t.more.push_back(g.name + " (" + std::to_string(n) + " copies)");
+    }
+  }
+  return t;
+}
+
+void pack(const PackArgs& a) {
+  PackOptions o;
+  o.force = a.force;
+  Result<PackReport> packed = make_error(ErrorCode::internal, "pack: not run");
+  {
+    InterruptScope interruptible;  // SIGINT/SIGTERM stop the write; OUT stays as it was
+    packed = pack_checkpoint(a.in, a.out, o);
+  }
+  const PackReport r = report.check(std::move(packed));
+  const Transfers t = count_transfers(a.out);
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["in"] = a.in;
+    j["out"] = a.out;
+    j["file_bytes"] = r.file_bytes;
+    j["data_bytes"] = r.layout.data_bytes;
+    j["padding_bytes"] = r.padding_bytes;
+    j["group_alignment"] = kPackGroupAlignment;
+    j["groups"] = t.groups;
+    j["groups_one_copy"] = t.one_copy;
+    j["groups_more_copies"] = t.more;
+    j["other_files"] = r.other_files;
+    j["seconds"] = r.seconds;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    return;
+  }
+  std::printf("packed %s -> %s/model.safetensors: %s (%s of padding), %.2f s\n", a.in.c_str(),
+              a.out.c_str(), human_bytes(r.file_bytes).c_str(),
+              human_bytes(r.padding_bytes).c_str(), r.seconds);
+  std::printf("groups %zu, %zu of them one copy each, page-aligned", t.groups, t.one_copy);
+  if (!t.more.empty()) {
+    std::printf("; more (a tensor shared with an earlier group):");
+    for (const std::string& m : t.more) std::printf(" %s", m.c_str());
+  }
+  std::printf("\nfiles  %zu other file(s) copied beside the weights\n", r.other_files);
+}
+
+}  // namespace
+
+void add_pack_command(CLI::App& app) {
+  auto args = std::make_shared<PackArgs>();
+  auto* cmd = app.add_subcommand(
+      "pack",
+      "Relay a checkpoint out so that each weight group is one page-aligned range of one "
+      "safetensors file, in execution order (one group, one transfer)");
+  cmd->add_option("IN", args->in, "Checkpoint folder (config.json + safetensors)")
+      ->check(not_empty())
+      ->required();
+  cmd->add_option("OUT", args->out, "Folder to write (model.safetensors and the other files)")
+      ->check(not_empty())
+      ->required();
+  cmd->add_flag("--force", args->force, "Replace a checkpoint already in OUT");
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->callback([args] { pack(*args); });
+}
+
+}  // namespace ferry::cli
