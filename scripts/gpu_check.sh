@@ -366,6 +366,61 @@ stage_bytes_ar1() {
     --prompt-tokens 3007 --tokens 21 --vram 15GiB
 }
 
+# One call for a short device budget, most important first: the merged runtime's outputs on
+# CUDA (tiny plans, host paths, memcheck), the planner's plans at full size against the
+# all-resident bytes, budgeted benches, a measured profile and the predicted curve, the probe.
+stage_quick_all() {
+  stream_runs alpamayo-tiny 40MB
+  step path_bounce_tiny 120 "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet \
+    --resident text.embed --host-path bounce
+  step resident_embed_tiny 120 "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet \
+    --resident text.embed
+  step same_bounce_tiny 10 same_as "$LOGS/resident_embed_tiny.log" "$LOGS/path_bounce_tiny.log"
+  step sanitize_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/ferry" \
+    run --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
+  local m="$models/alpamayo-r1-10b" v
+  local args=(--json --quiet --images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step resident_ar1 200 "$build/ferry" run --model "$m" "${args[@]}"
+  for v in 15GiB 8GiB 2.5GiB; do
+    step "vram_ar1_$v" 200 watched "vram_ar1_$v" "$build/ferry" run --model "$m" "${args[@]}" --vram "$v"
+    step "same_ar1_$v" 10 same_as "$LOGS/resident_ar1.log" "$LOGS/vram_ar1_$v.log"
+  done
+  bench_vram alpamayo-r1-10b 15GiB
+  bench_vram alpamayo-r1-10b 8GiB
+  step profile_ar1_15g 200 "$build/ferry" profile --model "$m" --vram 15GiB \
+    --out "$OUT/ar1.profile.json" --runs 3 --quiet
+  step plan_sweep_ar1 60 "$build/ferry" plan --model "$m" --sweep --profile "$OUT/ar1.profile.json" \
+    --plot "$OUT/plan_sweep_ar1.svg"
+  step bench_profiled_ar1_8g 200 watched bench_profiled_ar1_8g "$build/ferry" bench --model "$m" \
+    --runs 3 --warmup 1 --json --quiet --vram 8GiB --profile "$OUT/ar1.profile.json"
+  step probe_ar1 200 "$build/ferry" probe --model "$m" --vram 15GiB --save "$OUT/rates_ar1.json"
+}
+
+# The planner's sweep (issue 9): a profile with every group streamed through the pipelined ring
+# (so each group's C_DMA is its copy span in the pipeline), then the measured curve over the
+# planner's budgets against the prediction; then real inputs at full size (issue 10) and the
+# bounce and pageable host paths at 15 GiB against the registered one (issue 11).
+stage_sweep_quick() {
+  local m="$models/alpamayo-r1-10b" d="$OUT/inputs_ar1" p
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step profile_ar1_streamed 200 "$build/ferry" profile --model "$m" --vram 15GiB --resident none \
+    --mode pipelined --out "$OUT/ar1.profile.json" --runs 3 --json
+  step bench_sweep_ar1 330 "$build/ferry" bench --model "$m" --sweep auto \
+    --profile "$OUT/ar1.profile.json" --runs 3 --warmup 1 --plot "$OUT/bench_sweep_ar1.svg"
+  mkdir -p "$d"
+  step make_inputs_ar1 60 python3 scripts/make_test_inputs.py "$d"
+  step run_inputs_ar1 120 "$build/ferry" run --model "$m" --frames "$d/frames" \
+    --ego-history "$d/history.json" --trajectory "$d/trajectory.json" --picture "$d/picture.png" \
+    --max-tokens 64 --vram 15GiB
+  local args=(--json --quiet --images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
+  step ref_ar1_15g 60 "$build/ferry" run --model "$m" "${args[@]}" --vram 15GiB
+  for p in bounce pageable; do
+    step "path_${p}_ar1" 120 "$build/ferry" run --model "$m" "${args[@]}" --vram 15GiB --host-path "$p"
+    step "same_path_${p}_ar1" 10 same_as "$LOGS/ref_ar1_15g.log" "$LOGS/path_${p}_ar1.log"
+  done
+}
+
 for s in "${stages[@]}"; do
   if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
 done

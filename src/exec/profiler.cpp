@@ -149,6 +149,43 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
   return out;
 }
 
+std::vector<std::optional<double>> pipelined_copy_times(const std::vector<StreamTimeline>& timelines,
+                                                        size_t groups) {
+  std::vector<std::vector<double>> spans(groups);
+  for (const StreamTimeline& t : timelines) {
+    for (size_t i = 0; i < t.calls.size() && i < t.copy_of.size(); ++i) {
+      const int64_t k = t.copy_of[i];
+      const auto g = static_cast<size_t>(t.calls[i].group);
+      if (k < 0 || static_cast<size_t>(k) >= t.copies.size() || g >= groups) continue;
+      spans[g].push_back(std::max(0.0, t.copies[static_cast<size_t>(k)].seconds()));
+    }
+  }
+  std::vector<std::optional<double>> out(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    if (!spans[g].empty()) out[g] = median(std::move(spans[g]));
+  }
+  return out;
+}
+
+std::vector<double> pipelined_dma(const std::vector<double>& alone_s,
+                                  const std::vector<std::optional<double>>& pipelined_s,
+                                  double* ratio) {
+  double alone = 0, piped = 0;
+  for (size_t g = 0; g < alone_s.size() && g < pipelined_s.size(); ++g) {
+    if (pipelined_s[g] && alone_s[g] > 0) {
+      alone += alone_s[g];
+      piped += *pipelined_s[g];
+    }
+  }
+  const double r = alone > 0 && piped > 0 ? piped / alone : 1.0;
+  if (ratio != nullptr) *ratio = r;
+  std::vector<double> out(alone_s.size());
+  for (size_t g = 0; g < alone_s.size(); ++g) {
+    out[g] = g < pipelined_s.size() && pipelined_s[g] ? *pipelined_s[g] : alone_s[g] * r;
+  }
+  return out;
+}
+
 Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
                                        int warmup) {
   if (runs < 1) return make_error(ErrorCode::invalid_argument, "profile: runs must be at least 1");
@@ -173,6 +210,7 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
   }
   streaming.set_timeline(false);
   m.exe_s = exe_times(timelines, weights.groups.size());
+  m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size());
 
   HostTimer timer(session.backend(), session.provider(), weights);
   for (int r = 0; r < runs; ++r) {
@@ -205,8 +243,9 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
   Profile p = profile_skeleton(weights, rates, "measured");
   p.runs = calls.runs;
   p.workload = profile_workload(workload);
+  const std::vector<double> dma = pipelined_dma(dma_s, calls.pipelined_dma_s);
   for (size_t g = 0; g < weights.groups.size(); ++g) {
-    if (g < dma_s.size()) p.groups[g].dma_s = dma_s[g];
+    if (g < dma.size()) p.groups[g].dma_s = dma[g];
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
   }
   return p;

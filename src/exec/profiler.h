@@ -42,20 +42,36 @@ Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWe
 using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseCount>>;
 PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
 
+// Per group: the median copy span of its streamed calls in the timelines (absent for groups
+// the session did not stream).
+std::vector<std::optional<double>> pipelined_copy_times(const std::vector<StreamTimeline>& timelines,
+                                                        size_t groups);
+
 struct CallMeasurements {
   PhaseTimesOfGroups exe_s;  // per group
+  std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
   int runs = 0;
 };
+
+// C_DMA as the pipeline sees it. A copy issued back to back with others while kernels run takes
+// longer than the same copy alone (measured on the H200: about 2%), and the predictor must see
+// the former. Groups the session streamed take their median copy span from its timelines; the
+// others their lone copy time scaled by the ratio of the two over the streamed groups (the lone
+// times as they are when nothing was streamed). `ratio`, if given, receives that ratio (1 when
+// nothing was streamed).
+std::vector<double> pipelined_dma(const std::vector<double>& alone_s,
+                                  const std::vector<std::optional<double>>& pipelined_s,
+                                  double* ratio = nullptr);
 
 // `runs` timed inferences with the timeline (after `warmup` untimed ones, which also record the
 // session's graphs), then `runs` with the host timer.
 Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
                                        int warmup);
 
-// The profile file's contents from the measurements. The link peak is the larger of the measured
-// page-locked peak and the fastest group copy, so that no C_DMA beats bytes / peak (T_lb's link
-// term stays a bound).
+// The profile file's contents from the measurements: C_DMA from pipelined_dma(dma_s, ...). The
+// link peak is the larger of the measured page-locked peak and the fastest lone group copy, so
+// that no C_DMA beats bytes / peak (T_lb's link term stays a bound).
 Profile measured_profile(const ModelWeights& weights, const std::vector<double>& dma_s,
                          const CallMeasurements& calls, const MachineLimits& limits,
                          const std::string& device, const std::string& byte_path,

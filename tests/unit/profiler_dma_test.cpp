@@ -1,0 +1,57 @@
+// C_DMA as the pipeline sees it (exec/profiler.h): copy spans taken from timelines per group, and
+// lone copy times scaled by the ratio measured on the groups that were streamed.
+#include <gtest/gtest.h>
+
+#include "exec/profiler.h"
+
+namespace ferry {
+namespace {
+
+Call call_of(int group) {
+  Call c;
+  c.group = group;
+  c.phase = Phase::decode;
+  return c;
+}
+
+TEST(PipelinedCopies, MedianSpanPerStreamedGroup) {
+  StreamTimeline t;
+  // Calls of groups 0, 1, 0, 2; group 1 is resident (no copy).
+  for (int g : {0, 1, 0, 2}) t.calls.push_back(call_of(g));
+  t.copy_of = {0, -1, 1, 2};
+  t.copies = {{0.0, 1.0}, {2.0, 5.0}, {6.0, 8.0}};
+  StreamTimeline u = t;
+  u.copies = {{0.0, 2.0}, {2.0, 4.0}, {6.0, 7.0}};
+  const auto got = pipelined_copy_times({t, u}, 3);
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_TRUE(got[0].has_value());
+  EXPECT_DOUBLE_EQ(*got[0], 2.0);  // spans 1, 3, 2, 2: median 2
+  EXPECT_FALSE(got[1].has_value());
+  ASSERT_TRUE(got[2].has_value());
+  EXPECT_DOUBLE_EQ(*got[2], 1.5);  // spans 2, 1
+}
+
+TEST(PipelinedCopies, StreamedGroupsTheirOwnOthersScaledByTheRatio) {
+  const std::vector<double> alone = {1.0, 2.0, 4.0, 0.5};
+  // Groups 0 and 1 streamed: 1.1 and 2.2 in the pipeline against 1 and 2 alone -> ratio 1.1.
+  const std::vector<std::optional<double>> piped = {1.1, 2.2, std::nullopt, std::nullopt};
+  double ratio = 0;
+  const std::vector<double> got = pipelined_dma(alone, piped, &ratio);
+  EXPECT_NEAR(ratio, 1.1, 1e-12);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_DOUBLE_EQ(got[0], 1.1);
+  EXPECT_DOUBLE_EQ(got[1], 2.2);
+  EXPECT_NEAR(got[2], 4.4, 1e-12);
+  EXPECT_NEAR(got[3], 0.55, 1e-12);
+}
+
+TEST(PipelinedCopies, NothingStreamedKeepsTheLoneTimes) {
+  const std::vector<double> alone = {1.0, 2.0};
+  double ratio = 0;
+  const std::vector<double> got = pipelined_dma(alone, {std::nullopt, std::nullopt}, &ratio);
+  EXPECT_DOUBLE_EQ(ratio, 1.0);
+  EXPECT_EQ(got, alone);
+}
+
+}  // namespace
+}  // namespace ferry
