@@ -11,6 +11,8 @@
 #   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
 #   inputs_ar1 (real inputs: frames, ego history, text, trajectory and picture; the prompt
 #   against transformers' processor)
+#   host_memory_ar1 (RssAnon/RssFile of 1, 2, 4 concurrent processes), quick_all and
+#   sweep_quick (short-budget selections: see their comments),
 #   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
 #   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
 #   bytes_tiny, bytes_ar1 (byte paths: probe, registered/bounce/pageable, pack)
@@ -419,6 +421,15 @@ stage_sweep_quick() {
     step "path_${p}_ar1" 120 "$build/ferry" run --model "$m" "${args[@]}" --vram 15GiB --host-path "$p"
     step "same_path_${p}_ar1" 10 same_as "$LOGS/ref_ar1_15g.log" "$LOGS/path_${p}_ar1.log"
   done
+}
+
+# Host memory of 1, 2, 4 concurrent processes on the full checkpoint (issue 11 d.4): anonymous
+# memory per process and the machine's used memory growth (bench/host_memory.py).
+stage_host_memory_ar1() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step host_memory_ar1 400 python3 bench/host_memory.py --ferry "$build/ferry" \
+    --model "$models/alpamayo-r1-10b" --counts 1,2,4 --json "$OUT/host_memory_ar1.json" \
+    -- --vram 15GiB --runs 2
 }
 
 for s in "${stages[@]}"; do
