@@ -10,6 +10,9 @@ if command -v ccache >/dev/null 2>&1; then
   args+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
          -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  # scikit-build-core would take CXX from Python's build config (g++), CMake in build/ finds
+  # c++: the same compiler, but ccache hashes the command.
+  export CC="${CC:-cc}" CXX="${CXX:-c++}"
 fi
 # A Debian Python marks itself externally managed: pip then needs --break-system-packages.
 if python3 -c 'import os, sys, sysconfig

@@ -225,11 +225,23 @@ py::dict run(api::LoadedModel& model, const std::optional<std::string>& frames_p
 }
 
 py::object plan_summary(const api::LoadedModel& model) {
-  const Session* s = model.session();
-  if (s == nullptr) return py::none();
-  const std::string json =
-      cli::plan_summary_json(s->plan(), model.weights(), s->memory()).dump();
-  return py::module_::import("json").attr("loads")(json);
+  std::optional<api::LoadedModel::SessionSummary> s;
+  {
+    py::gil_scoped_release release;  // waits for a run on another thread
+    s = model.session_summary();
+  }
+  if (!s) return py::none();
+  return py::module_::import("json").attr("loads")(s->plan_json);
+}
+
+py::object memory_summary(const api::LoadedModel& model) {
+  std::optional<api::LoadedModel::SessionSummary> s;
+  {
+    py::gil_scoped_release release;
+    s = model.session_summary();
+  }
+  if (!s) return py::none();
+  return py::str(s->memory);
 }
 
 }  // namespace
@@ -267,14 +279,11 @@ void add_model(py::module_& m) {
                                return d;
                              })
       .def_property_readonly("backend",
-                             [](api::LoadedModel& x) { return std::string(x.backend().name()); })
+                             &api::LoadedModel::backend_name)
       .def_property_readonly("plan", &plan_summary,
                              "The session's plan and memory (None before the first run)")
-      .def_property_readonly("memory",
-                             [](const api::LoadedModel& x) -> py::object {
-                               if (x.session() == nullptr) return py::none();
-                               return py::str(x.session()->memory().summary());
-                             })
+      .def_property_readonly("memory", &memory_summary,
+                             "The session's device memory in one line (None before the first run)")
       .def_property_readonly("sessions_opened", &api::LoadedModel::sessions_opened)
       .def("tensor",
            [](const api::LoadedModel& x, const std::string& name) {

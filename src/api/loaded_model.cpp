@@ -37,6 +37,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::open(const std::string& path,
                          cli::session_options(options.session, m->weights_, inference));
   FERRY_ASSIGN_OR_RETURN(m->backend_,
                          cli::backend_from_flag(options.backend, options.session.check_streams));
+  m->backend_name_ = std::string(m->backend_->name());
   Result<Tokenizer> tok = Tokenizer::load_dir(path);
   if (tok.ok()) {
     m->tokenizer_.emplace(std::move(tok).value());
@@ -75,6 +76,14 @@ Result<bool> LoadedModel::ensure_session(const Workload& w) {
   held_ = open;
   ++sessions_opened_;
   return true;
+}
+
+std::optional<LoadedModel::SessionSummary> LoadedModel::session_summary() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!session_) return std::nullopt;
+  return SessionSummary{
+      cli::plan_summary_json(session_->plan(), weights_, session_->memory()).dump(),
+      session_->memory().summary()};
 }
 
 Result<RunOutput> LoadedModel::run(cli::InputParts parts, const RunSettings& settings) {

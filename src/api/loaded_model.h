@@ -9,6 +9,7 @@
 // Each run gives the bytes `ferry run` gives on the same inputs and settings.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -66,12 +67,16 @@ class LoadedModel {
   const ModelWeights& weights() const { return weights_; }
   // Shared so that what was handed out of the mapping (DLPack exports) keeps it alive.
   const std::shared_ptr<const Checkpoint>& checkpoint() const { return checkpoint_; }
-  Backend& backend() { return *backend_; }
+  const std::string& backend_name() const { return backend_name_; }  // "cpu", "cuda"
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
-  // The session of the last run (null before the first). Not to be used while a run goes on.
-  const Session* session() const { return session_.get(); }
-  const Workload* session_workload() const { return session_ ? &held_ : nullptr; }
-  int64_t sessions_opened() const { return sessions_opened_; }
+  // The session's plan as `ferry run --json` prints it, and its memory in one line; nullopt
+  // before the first run. Waits for a run going on (which may replace the session).
+  struct SessionSummary {
+    std::string plan_json;
+    std::string memory;
+  };
+  std::optional<SessionSummary> session_summary() const;
+  int64_t sessions_opened() const { return sessions_opened_.load(); }
 
  private:
   LoadedModel() = default;
@@ -85,11 +90,12 @@ class LoadedModel {
   std::optional<Tokenizer> tokenizer_;
   std::optional<Error> tokenizer_error_;
   std::unique_ptr<Backend> backend_;
+  std::string backend_name_;
   SessionOptions session_options_;
   std::unique_ptr<Session> session_;
   Workload held_;  // the workload session_ was opened for
-  int64_t sessions_opened_ = 0;
-  std::mutex mutex_;
+  std::atomic<int64_t> sessions_opened_{0};
+  mutable std::mutex mutex_;  // runs take turns; the summary waits for them
 };
 
 // Whether a session opened for `held` runs inputs that need `want`: the same images at the same

@@ -204,3 +204,22 @@ def test_the_gil_is_released_while_the_model_runs(alpamayo, car):
     # Held for the whole run, the GIL would stop this loop for about that long.
     assert gaps.max() < 0.5 * result["seconds"], (gaps.max(), result["seconds"])
     assert len(ticks) > 20
+
+
+def test_runs_from_several_threads_take_turns(qwen3):
+    model = ferry.Model(qwen3, backend="cpu")
+    want = model.generate("Count to three.", max_tokens=5)
+    got = [None] * 4
+    plans = []
+
+    def work(i):
+        got[i] = model.generate("Count to three.", max_tokens=5)
+        plans.append(model.plan)  # waits for a run on another thread, never reads half a session
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [g.tokens for g in got] == [want.tokens] * 4
+    assert all(p == plans[0] for p in plans) and model.sessions_opened == 1
