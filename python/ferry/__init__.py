@@ -24,9 +24,15 @@ import numpy as np
 from . import _ferry
 from ._ferry import Checkpoint, Error, Tensor
 
-__all__ = ["Model", "Checkpoint", "Tensor", "Error", "Generation", "Drive", "cuda"]
+__all__ = ["Model", "Checkpoint", "Tensor", "Error", "Generation", "Drive", "cuda", "synth"]
 
 cuda: bool = _ferry.cuda
+
+
+def synth(preset: str, out: "PathLike", *, seed: int = 0, force: bool = False) -> None:
+    """`ferry synth`: a preset's checkpoint (alpamayo-tiny, qwen3-tiny, ...) with seeded random
+    weights and a synthetic tokenizer.json, written into `out`."""
+    _ferry.synth(preset, os.fspath(out), int(seed), bool(force))
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -16,6 +16,7 @@
 #include "binding.h"
 #include "cli/run_inputs.h"
 #include "cli/session_args.h"
+#include "cli/synth.h"
 #include "image/image.h"
 #include "image/qwen_vl_preprocess.h"
 #include "model/ego_history.h"
@@ -247,6 +248,24 @@ py::object memory_summary(const api::LoadedModel& model) {
 }  // namespace
 
 void add_model(py::module_& m) {
+  m.def(
+      "synth",
+      [](const std::string& preset, const std::string& out, uint64_t seed, bool force) {
+        cli::SynthOptions o;
+        o.preset = preset;
+        o.out = out;
+        o.seed = seed;
+        o.force = force;
+        Status s;
+        {
+          py::gil_scoped_release release;
+          s = cli::run_synth(o);
+        }
+        check(s);
+      },
+      py::arg("preset"), py::arg("out"), py::arg("seed") = 0, py::arg("force") = false,
+      "Writes a preset's checkpoint with seeded random weights and a synthetic tokenizer "
+      "(ferry synth)");
   py::class_<api::LoadedModel>(m, "Model")
       .def(py::init(&open_model), py::arg("path"), py::arg("backend") = py::none(),
            py::arg("vram") = py::none(), py::arg("mode") = py::none(),

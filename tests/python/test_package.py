@@ -8,6 +8,7 @@ $FERRY_BUILD_DIR as in the other tests.
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -77,6 +78,30 @@ def same_as_cli(out, j):
     assert out.prompt_tokens == j["prompt_tokens"]
     assert out.logits_hash == j["logits_hash"]
     assert out.prefill_logits_hash == j["prefill_logits_hash"]
+
+
+ALONE = """
+import sys, numpy as np, ferry
+ferry.synth("alpamayo-tiny", sys.argv[1] + "/m")
+rng = np.random.default_rng(0)
+frames = [rng.integers(0, 256, (180, 320, 3), dtype=np.uint8) for _ in range(16)]
+history = np.stack([np.arange(-15, 1) * 0.8, np.zeros(16), np.zeros(16)], axis=1)
+out = ferry.Model(sys.argv[1] + "/m", backend="cpu").drive(frames, history, max_tokens=4)
+assert out.waypoints.shape == (64, 3) and np.isfinite(out.waypoints).all()
+print(ferry.__file__, len(out.tokens), out.timings["total"] > 0)
+"""
+
+
+def test_a_whole_inference_from_python_alone(tmp_path):
+    # In another folder, no CLI: what a user of the installed package runs.
+    r = subprocess.run([sys.executable, "-c", ALONE, str(tmp_path)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    path, tokens, timed = r.stdout.split()
+    assert not Path(path).is_relative_to(ROOT)  # the installed package, not the checkout
+    assert 1 <= int(tokens) <= 4 and timed == "True"
+    with pytest.raises(ValueError, match="unknown preset"):
+        ferry.synth("alpamayo-huge", tmp_path / "x")
 
 
 def test_drive_matches_cli_and_keeps_its_session(alpamayo, car):
