@@ -5,10 +5,10 @@
 # reused (pyproject.toml keeps build-py/ at build/'s depth). Extra arguments go to pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-args=(install --no-build-isolation -q -C cmake.define.FERRY_WERROR=ON)
+args=(install --no-build-isolation -q --config-settings cmake.define.FERRY_WERROR=ON)
 if command -v ccache >/dev/null 2>&1; then
-  args+=(-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
-         -C cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  args+=(--config-settings cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache
+         --config-settings cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
   # scikit-build-core would take CXX from Python's build config (g++), CMake in build/ finds
   # c++: the same compiler, but ccache hashes the command.
