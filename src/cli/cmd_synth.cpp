@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
 #include "cli/size_arg.h"
+#include "cli/synth.h"
 #include "core/interrupt.h"
 #include "format/atomic_write.h"
 #include "format/config_json.h"
@@ -29,15 +30,6 @@ namespace ferry::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct SynthOptions {
-  std::string preset;
-  std::string out;
-  uint64_t seed = 0;
-  std::string max_shard = "5GB";
-  bool force = false;
-  bool config_only = false;
-};
 
 // Prints "synth: 45% 10.0/22.1 GB, 3.2 GB/s" to stderr while the fills run (RAII thread).
 class Progress {
@@ -82,6 +74,8 @@ class Progress {
   std::condition_variable cv_;
   std::thread thread_;
 };
+
+}  // namespace
 
 Status run_synth(const SynthOptions& o) {
   FERRY_ASSIGN_OR_RETURN(uint64_t max_shard, parse_size(o.max_shard));
@@ -128,8 +122,6 @@ Status run_synth(const SynthOptions& o) {
                s > 0 ? static_cast<double>(total) / s / 1e9 : 0.0);
   return Status();
 }
-
-}  // namespace
 
 void add_synth_command(CLI::App& app) {
   auto opts = std::make_shared<SynthOptions>();

@@ -53,19 +53,59 @@ Status check_flags(const ModelConfig& config, const RealInputFlags& f) {
   return {};
 }
 
-// Decodes the frames; every one must have the first one's size.
+// Decodes the frames (make_real_inputs checks that they share one size).
 Result<std::vector<RgbImage>> decode_frames(const FrameSet& set, const DecodeLimits& limits) {
   std::vector<RgbImage> decoded;
   for (const std::string& path : set.paths) {
     FERRY_ASSIGN_OR_RETURN(RgbImage img, read_image(path, limits));
-    if (!decoded.empty() && (img.height != decoded[0].height || img.width != decoded[0].width)) {
-      return bad(path + ": " + std::to_string(img.height) + "x" + std::to_string(img.width) +
-                 " pixels, but " + set.paths[0] + " is " + std::to_string(decoded[0].height) + "x" +
-                 std::to_string(decoded[0].width) + "; every frame must have one size");
-    }
     decoded.push_back(std::move(img));
   }
   return decoded;
+}
+
+// The parts the model takes, and nothing else: what check_flags says in flags' terms, for
+// inputs handed over in memory.
+Status check_parts(const ModelConfig& config, const InputParts& p) {
+  const std::string arch = architecture_name(config.arch);
+  if (p.frame_names.size() != p.frames.size()) {
+    return make_error(ErrorCode::internal, "inputs: a name for every frame");
+  }
+  if (config.alpamayo() != nullptr) {
+    if (p.chat) return bad("alpamayo-r1's prompt is fixed (spec §4.3): it takes no prompt");
+    if (p.frames.empty() || !p.history) {
+      return bad("alpamayo-r1 takes frames and an ego history together");
+    }
+    if (static_cast<int64_t>(p.frames.size()) != kAlpamayoFrames) {
+      return bad("alpamayo-r1 takes " + std::to_string(kAlpamayoFrames) +
+                 " frames (4 cameras x 4 times, camera-major), got " +
+                 std::to_string(p.frames.size()));
+    }
+    if (p.front && (*p.front < 0 || *p.front >= kAlpamayoFrames)) {
+      return bad("front frame " + std::to_string(*p.front) + " is not one of the 16");
+    }
+    return {};
+  }
+  if (p.history) return bad("ego history: only alpamayo-r1 takes one, not " + arch);
+  if (config.vlm() == nullptr && !p.frames.empty()) {
+    return bad("frames: " + arch + " is a text-only model; it takes no images");
+  }
+  if (!p.chat) return bad(arch + " takes a prompt");
+  return {};
+}
+
+// Every frame must have the first one's size.
+Status check_one_size(const InputParts& p) {
+  for (size_t i = 1; i < p.frames.size(); ++i) {
+    const RgbImage& a = p.frames[0];
+    const RgbImage& b = p.frames[i];
+    if (b.height != a.height || b.width != a.width) {
+      return bad(p.frame_names[i] + ": " + std::to_string(b.height) + "x" +
+                 std::to_string(b.width) + " pixels, but " + p.frame_names[0] + " is " +
+                 std::to_string(a.height) + "x" + std::to_string(a.width) +
+                 "; every frame must have one size");
+    }
+  }
+  return {};
 }
 
 std::string number(double v) {
@@ -88,36 +128,14 @@ Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelCon
   FERRY_RETURN_IF_ERROR(check_flags(config, flags));
   const AlpamayoConfig* alpamayo = config.alpamayo();
   FERRY_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load_dir(model_dir));
-  PreprocessedImages images;
-  std::optional<TrajectoryScene> scene;
+  InputParts parts;
   if (!flags.frames.empty()) {
-    FERRY_ASSIGN_OR_RETURN(FrameSet set,
-                           read_frame_set(flags.frames, alpamayo != nullptr ? kAlpamayoFrames : 0));
-    FERRY_ASSIGN_OR_RETURN(VisionPreprocessConfig pre, load_preprocessor_config(model_dir));
-    if (alpamayo != nullptr) {
-      // AR1/helper.py:get_processor overrides the processor's pixel bounds (spec §4.2).
-      const VisionPreprocessConfig ar = VisionPreprocessConfig::alpamayo_r1();
-      pre.min_pixels = ar.min_pixels;
-      pre.max_pixels = ar.max_pixels;
-    }
-    FERRY_RETURN_IF_ERROR(check_preprocess_matches(pre, config.vlm()->vision));
-    FERRY_ASSIGN_OR_RETURN(std::vector<RgbImage> decoded, decode_frames(set, pre.limits));
-    FERRY_ASSIGN_OR_RETURN(images, preprocess_decoded(decoded, pre));
-    if (alpamayo != nullptr) {
-      scene.emplace();
-      scene->front =
-          std::move(decoded[static_cast<size_t>(set.front.value_or(kAlpamayoFrontFrame))]);
-      scene->camera = set.camera;
-      scene->dt = alpamayo->action_space.dt;
-    }
+    FERRY_RETURN_IF_ERROR(
+        read_frames(model_dir, flags.frames, alpamayo != nullptr ? kAlpamayoFrames : 0, parts));
   }
-  ModelInputs inputs;
   if (alpamayo != nullptr) {
-    FERRY_ASSIGN_OR_RETURN(EgoHistory history,
+    FERRY_ASSIGN_OR_RETURN(parts.history,
                            read_ego_history(flags.ego_history, flags.ego_rotations));
-    for (const auto& p : history.xyz) scene->history.push_back(p);
-    FERRY_ASSIGN_OR_RETURN(inputs,
-                           alpamayo_inputs(tokenizer, *alpamayo, std::move(images), history));
   } else {
     ChatRequest chat;
     chat.system = flags.system;
@@ -127,9 +145,59 @@ Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelCon
     } else {
       FERRY_ASSIGN_OR_RETURN(chat.user, read_text_file(flags.prompt_file, kMaxPromptBytes));
     }
-    FERRY_ASSIGN_OR_RETURN(inputs, chat_inputs(tokenizer, config, chat, std::move(images)));
+    parts.chat = std::move(chat);
   }
-  int64_t max_tokens = flags.max_tokens;
+  parts.max_tokens = flags.max_tokens;
+  FERRY_ASSIGN_OR_RETURN(PreparedInputs p,
+                         make_real_inputs(tokenizer, model_dir, config, std::move(parts)));
+  return RealInputs{std::move(tokenizer), std::move(p.inputs), p.workload, std::move(p.scene)};
+}
+
+Status read_frames(const std::string& model_dir, const std::string& path, int64_t count,
+                   InputParts& parts) {
+  FERRY_ASSIGN_OR_RETURN(FrameSet set, read_frame_set(path, count));
+  FERRY_ASSIGN_OR_RETURN(VisionPreprocessConfig pre, load_preprocessor_config(model_dir));
+  FERRY_ASSIGN_OR_RETURN(parts.frames, decode_frames(set, pre.limits));
+  parts.frame_names = std::move(set.paths);
+  parts.front = set.front;
+  parts.camera = set.camera;
+  return {};
+}
+
+Result<PreparedInputs> make_real_inputs(const Tokenizer& tokenizer, const std::string& model_dir,
+                                        const ModelConfig& config, InputParts parts) {
+  FERRY_RETURN_IF_ERROR(check_parts(config, parts));
+  FERRY_RETURN_IF_ERROR(check_one_size(parts));
+  const AlpamayoConfig* alpamayo = config.alpamayo();
+  PreprocessedImages images;
+  std::optional<TrajectoryScene> scene;
+  if (!parts.frames.empty()) {
+    FERRY_ASSIGN_OR_RETURN(VisionPreprocessConfig pre, load_preprocessor_config(model_dir));
+    if (alpamayo != nullptr) {
+      // AR1/helper.py:get_processor overrides the processor's pixel bounds (spec §4.2).
+      const VisionPreprocessConfig ar = VisionPreprocessConfig::alpamayo_r1();
+      pre.min_pixels = ar.min_pixels;
+      pre.max_pixels = ar.max_pixels;
+    }
+    FERRY_RETURN_IF_ERROR(check_preprocess_matches(pre, config.vlm()->vision));
+    FERRY_ASSIGN_OR_RETURN(images, preprocess_decoded(parts.frames, pre));
+    if (alpamayo != nullptr) {
+      scene.emplace();
+      scene->front =
+          std::move(parts.frames[static_cast<size_t>(parts.front.value_or(kAlpamayoFrontFrame))]);
+      scene->camera = parts.camera;
+      scene->dt = alpamayo->action_space.dt;
+    }
+  }
+  ModelInputs inputs;
+  if (alpamayo != nullptr) {
+    for (const auto& p : parts.history->xyz) scene->history.push_back(p);
+    FERRY_ASSIGN_OR_RETURN(inputs, alpamayo_inputs(tokenizer, *alpamayo, std::move(images),
+                                                   *parts.history));
+  } else {
+    FERRY_ASSIGN_OR_RETURN(inputs, chat_inputs(tokenizer, config, *parts.chat, std::move(images)));
+  }
+  int64_t max_tokens = parts.max_tokens;
   if (max_tokens <= 0) {
     max_tokens = alpamayo != nullptr ? kAlpamayoMaxTokens : kTextMaxTokens;
     // A default never makes a prompt too long: it shrinks to the room the context leaves.
@@ -138,7 +206,7 @@ Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelCon
     if (context > prompt) max_tokens = std::min(max_tokens, context - prompt);
   }
   FERRY_ASSIGN_OR_RETURN(Workload w, workload_for_inputs(config, inputs, max_tokens));
-  return RealInputs{std::move(tokenizer), std::move(inputs), w, std::move(scene)};
+  return PreparedInputs{std::move(inputs), w, std::move(scene)};
 }
 
 void TextPrinter::push(int32_t id) {

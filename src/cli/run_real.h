@@ -9,11 +9,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
+#include "image/image.h"
 #include "image/trajectory_picture.h"
 #include "model/chat_prompt.h"
 #include "model/config.h"
+#include "model/ego_history.h"
 #include "model/inference.h"
 #include "model/model_inputs.h"
 #include "model/workload.h"
@@ -54,6 +57,35 @@ struct RealInputs {
 // (decoded, preprocessed with the model's processor settings), the ego history, the prompt.
 Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelConfig& config,
                                     const RealInputFlags& flags);
+
+// Real inputs once read, from files (load_real_inputs) or handed over in memory (the Python
+// module, python/): what make_real_inputs turns into a model's inputs.
+struct InputParts {
+  std::vector<RgbImage> frames;          // decoded, in the order the model takes them
+  std::vector<std::string> frame_names;  // one per frame, for errors: its path or "frames[3]"
+  std::optional<int64_t> front;          // Alpamayo: the frame the picture draws on (default 7)
+  CameraModel camera;
+  std::optional<EgoHistory> history;  // Alpamayo
+  std::optional<ChatRequest> chat;    // text and Qwen3-VL models
+  int64_t max_tokens = 0;             // 0: the default for the model
+};
+
+struct PreparedInputs {
+  ModelInputs inputs;
+  Workload workload;  // sized exactly for `inputs`
+  std::optional<TrajectoryScene> scene;
+};
+
+// Reads the frames `path` names (read_frame_set: a folder or a manifest; exactly `count` when
+// > 0) and decodes them with `model_dir`'s decode limits into `parts`.
+Status read_frames(const std::string& model_dir, const std::string& path, int64_t count,
+                   InputParts& parts);
+
+// Checks `parts` against the model (which parts it takes, 16 frames of one size for
+// Alpamayo-R1), preprocesses the frames with `model_dir`'s processor settings and builds the
+// prompt with `tokenizer`. Every error is invalid_argument or the reader's, never a crash.
+Result<PreparedInputs> make_real_inputs(const Tokenizer& tokenizer, const std::string& model_dir,
+                                        const ModelConfig& config, InputParts parts);
 
 // Prints generated text to `out` as it comes (Tokenizer's StreamDecoder; special tokens left
 // out), flushing each piece.
