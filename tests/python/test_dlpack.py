@@ -215,3 +215,16 @@ def test_200_consumed_and_200_unconsumed_capsules_leave_the_footprint_flat(ckpt)
     cycles(ckpt, 200)
     gc.collect()
     assert rss_bytes() - after < 4 << 20  # and no growth from one round to the next
+
+
+def test_torch_adopts_the_mapped_bytes(file, ckpt):
+    """Where torch is installed (not in CI): torch.from_dlpack takes the mapped bytes, BF16
+    included, at the mapping's address."""
+    torch = pytest.importorskip("torch")
+    want = load_file(str(file))
+    for name in ["f32", "f16", "i64", "u8", "bf16", "big"]:
+        t = ckpt.tensor(name)
+        x = torch.from_dlpack(t)
+        assert tuple(x.shape) == want[name].shape, name
+        assert x.contiguous().view(torch.uint8).numpy().tobytes() == want[name].tobytes(), name
+        assert x.data_ptr() == t.data_ptr, name
