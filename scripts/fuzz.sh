@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded fuzzing of the parsers of hostile input: builds the libFuzzer targets (clang, ASan +
-# UBSan) in build-fuzz/ and runs each for SECONDS/4: the safetensors header and index parsers
-# seeded with tests/corpus/, the config.json parser seeded with tests/fixtures/, the image
+# UBSan) in build-fuzz/ and runs each for an equal share of SECONDS: the safetensors header and
+# index parsers seeded with tests/corpus/, the config.json parser seeded with tests/fixtures/, the image
 # decoders seeded with tests/fixtures/images/inputs, the tokenizer (tokenizer.json and text)
 # seeded with fuzz/tokenizer_seeds/, the .npy reader of ego histories seeded with fuzz/npy_seeds/.
 # Fails on any crash.
@@ -9,11 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-per_target=$((seconds / 4))
-[ "$per_target" -ge 1 ] || per_target=1
 build=${FERRY_FUZZ_BUILD_DIR:-build-fuzz}
 targets=(safetensors_header_fuzz safetensors_index_fuzz config_json_fuzz image_decode_fuzz
          tokenizer_fuzz npy_fuzz)
+per_target=$((seconds / ${#targets[@]}))  # the whole run stays within SECONDS
+[ "$per_target" -ge 1 ] || per_target=1
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFERRY_FUZZ=ON -DFERRY_CUDA=OFF -DFERRY_PYTHON=OFF >/dev/null
