@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Bounded fuzzing of the parsers of hostile input: builds the libFuzzer targets (clang, ASan +
-# UBSan) in build-fuzz/ and runs each for an equal share of SECONDS: the safetensors header and
-# index parsers seeded with tests/corpus/, the config.json parser seeded with tests/fixtures/, the image
-# decoders seeded with tests/fixtures/images/inputs, the tokenizer (tokenizer.json and text)
+# UBSan) in build-fuzz/ and runs each for an equal share of SECONDS: the safetensors header
+# and index parsers seeded with tests/corpus/, the config.json parser seeded with
+# tests/fixtures/, the image decoders seeded with tests/fixtures/images/inputs, the tokenizer (tokenizer.json and text)
 # seeded with fuzz/tokenizer_seeds/, the .npy reader of ego histories seeded with fuzz/npy_seeds/.
 # Fails on any crash.
 #   scripts/fuzz.sh [SECONDS]    (default 60)
