@@ -11,7 +11,7 @@
 #   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
 #   inputs_ar1 (real inputs: frames, ego history, text, trajectory and picture; the prompt
 #   against transformers' processor)
-#   host_memory_ar1 (RssAnon/RssFile of 1, 2, 4 concurrent processes), quick_all and
+#   map_tiny (the map path on packed tiny checkpoints), host_memory_ar1 (RssAnon/RssFile of 1, 2, 4 concurrent processes), quick_all and
 #   sweep_quick (short-budget selections: see their comments),
 #   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
 #   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
@@ -430,6 +430,28 @@ stage_host_memory_ar1() {
   step host_memory_ar1 400 python3 bench/host_memory.py --ferry "$build/ferry" \
     --model "$models/alpamayo-r1-10b" --counts 1,2,4 --json "$OUT/host_memory_ar1.json" \
     -- --vram 15GiB --runs 2
+}
+
+# The map path (issue 11 d.3): a packed tiny checkpoint with every layer, then every group, read
+# in place by its kernels from the registered mapping, against the all-resident bytes; memcheck.
+stage_map_tiny() {
+  local p
+  for p in alpamayo-tiny qwen3-tiny; do
+    synth "$p" >"$LOGS/synth_$p.log" 2>&1
+    step "pack_$p" 60 "$build/ferry" pack "$models/$p" "$models/$p-packed" --force
+    step "map_ref_$p" 60 "$build/ferry" run --model "$models/$p" --json --quiet
+    local layers
+    layers=$("$build/ferry" inspect "$models/$p-packed" --json 2>/dev/null | python3 -c '
+import json, sys
+g = json.load(sys.stdin).get("groups", [])
+print(",".join(x["name"] for x in g if ".layers." in x["name"] or ".blocks." in x["name"]))')
+    step "map_layers_$p" 60 "$build/ferry" run --model "$models/$p-packed" --json --quiet \
+      --resident none --map "$layers"
+    step "same_map_layers_$p" 10 same_as "$LOGS/map_ref_$p.log" "$LOGS/map_layers_$p.log"
+  done
+  step sanitize_memcheck_map 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/ferry" run --model "$models/alpamayo-tiny-packed" --json --quiet --resident none \
+    --map "$layers" --tokens 2 --steps 1 --images 1
 }
 
 for s in "${stages[@]}"; do

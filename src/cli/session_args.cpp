@@ -26,14 +26,14 @@ bool all_digits(const std::string& s) {
 }
 
 // "0,3,7,vision.merger" -> text layer groups for the numbers, names as given.
-Result<std::vector<std::string>> resident_names(const std::string& list) {
+Result<std::vector<std::string>> group_names(const std::string& flag, const std::string& list) {
   std::vector<std::string> names;
   std::stringstream in(list);
   std::string item;
   while (std::getline(in, item, ',')) {
-    if (item.empty()) return bad("--resident: an empty item in '" + list + "'");
+    if (item.empty()) return bad(flag + ": an empty item in '" + list + "'");
     if (all_digits(item)) {
-      if (item.size() > 6) return bad("--resident: layer index " + item + " is out of range");
+      if (item.size() > 6) return bad(flag + ": layer index " + item + " is out of range");
       names.push_back("text.layers." + std::to_string(std::stoi(item)));
     } else {
       names.push_back(item);
@@ -81,6 +81,11 @@ void add_session_options(CLI::App* cmd, SessionArgs* a) {
   cmd->add_option("--resident-count", a->resident_count,
                   "K text layers resident at the paper's interleaved positions (Eq. 8), plus the "
                   "groups that are not layers");
+  cmd->add_option("--map", a->mapped,
+                  "These groups read in place from the registered host mapping by their kernels "
+                  "(the map path: no device copy, no slot), on top of the plan; names as for "
+                  "--resident; groups of several tensors need a packed checkpoint (`ferry pack`)")
+      ->check(not_empty());
   cmd->add_option("--plan", a->plan_file, "A plan file (`ferry plan` writes them)");
   cmd->add_option("--host-path", a->host_path,
                   "How weights leave host memory: auto (registered read-only where possible, "
@@ -130,7 +135,7 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
   if (!a.resident.empty()) {
     std::vector<std::string> names;
     if (a.resident != "none") {
-      FERRY_ASSIGN_OR_RETURN(names, resident_names(a.resident));
+      FERRY_ASSIGN_OR_RETURN(names, group_names("--resident", a.resident));
     }
     o.plan.resident = std::move(names);
   }
@@ -142,6 +147,9 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
     FERRY_ASSIGN_OR_RETURN(std::string text, read_small_file("--plan", a.plan_file));
     FERRY_ASSIGN_OR_RETURN(Plan p, plan_from_json(text, weights));
     o.plan.plan = std::move(p);
+  }
+  if (!a.mapped.empty()) {
+    FERRY_ASSIGN_OR_RETURN(o.plan.mapped, group_names("--map", a.mapped));
   }
   o.streaming.poison_slots = a.check_streams;
   if (a.check_streams) o.streaming.bounce.max_fill_delay_us = 200;

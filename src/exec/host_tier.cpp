@@ -150,12 +150,14 @@ Result<void*> HostTier::in_place(const WeightGroup& group) const {
     return make_error(ErrorCode::unsupported,
                       group.name + " cannot be read in place: the host tier is " + how_);
   }
-  if (group.tensors.size() != 1 || group.tensors[0].offset != 0) {
-    return make_error(ErrorCode::internal,
-                      group.name + ": only a group of one tensor can be read in place");
-  }
+  // The kernels find each tensor at base + its layout offset: the group's file range must be its
+  // layout (one range from offset 0; `ferry pack` writes every group so).
   FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> c, copies(group));
-  if (c.size() != 1) return make_error(ErrorCode::internal, group.name + ": not one range");
+  if (c.size() != 1 || c[0].dst_offset != 0) {
+    return make_error(ErrorCode::unsupported,
+                      group.name + " cannot be read in place: its tensors are not laid out in the "
+                                   "file as on the device (`ferry pack` writes them so)");
+  }
   return const_cast<std::byte*>(c[0].src);
 }
 

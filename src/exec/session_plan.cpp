@@ -274,6 +274,15 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
     sp.origin = "all resident";
     sp.plan = all_resident_plan(weights);
   }
+  if (!req.mapped.empty()) {
+    if (!ctx.in_place) {
+      return make_error(ErrorCode::unsupported,
+                        "--map: kernels cannot read the host tier in place here (it needs the "
+                        "registered path, or a device that reads pageable memory)");
+    }
+    FERRY_ASSIGN_OR_RETURN(sp.plan, with_mapped(std::move(sp.plan), weights, req.mapped));
+    sp.origin += " + --map";
+  }
   sp.memory = ctx.memory(sp.plan, weights, vram.value_or(0));
   if (vram && sp.memory.total() > *vram) {
     const MemoryBudget least = ctx.smallest(weights, planner.allow_sequential);

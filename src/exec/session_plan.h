@@ -54,6 +54,10 @@ struct PlanRequest {
   bool mode_given = false;
   bool slots_given = false;
   std::optional<Profile> profile;  // --profile: the times that plan and predict; else estimated
+  // --map: these groups read in place from the host tier by their kernels (the map path), on top
+  // of whichever plan the rest chose. Needs a tier kernels can read and, for groups of more than
+  // one tensor, a packed checkpoint (each group's file range is its layout).
+  std::vector<std::string> mapped;
 };
 
 struct SessionOptions {

@@ -88,12 +88,6 @@ Status validate_plan(const Plan& plan, const ModelWeights& weights) {
     return bad_plan(std::to_string(plan.placement.size()) + " placements for a model of " +
                     std::to_string(weights.groups.size()) + " weight groups");
   }
-  for (size_t i = 0; i < weights.groups.size(); ++i) {
-    if (plan.placement[i] == Placement::host && !host_placement_allowed(weights.groups[i])) {
-      return bad_plan(weights.groups[i].name + " cannot stay on the host (only a token " +
-                      "embedding can: its calls read single rows)");
-    }
-  }
   const uint64_t largest = largest_streamed_group(plan, weights);
   if (largest == 0) {
     if (plan.slots != 0 || plan.slot_bytes != 0) {
@@ -183,6 +177,26 @@ Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<s
   size_slots(p, weights, slots);
   FERRY_RETURN_IF_ERROR(validate_plan(p, weights));
   return p;
+}
+
+Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
+                         const std::vector<std::string>& names) {
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) return bad_plan("--map: group " + name + " is named twice");
+    const auto it = std::find_if(weights.groups.begin(), weights.groups.end(),
+                                 [&](const WeightGroup& g) { return g.name == name; });
+    if (it == weights.groups.end()) {
+      return bad_plan("--map: the model has no weight group '" + name + "' (its groups: " +
+                      some_group_names(weights) + "; `ferry inspect` lists them all)");
+    }
+    plan.placement[static_cast<size_t>(it - weights.groups.begin())] = Placement::host;
+  }
+  const int slots = plan.slots > 0 ? plan.slots : (plan.mode == StreamMode::sequential ? 1 : 2);
+  size_slots(plan, weights, slots);
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
+  return plan;
 }
 
 std::string plan_to_json(const Plan& plan, const ModelWeights& weights) {

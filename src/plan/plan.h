@@ -36,7 +36,10 @@ namespace ferry {
 enum class Placement : uint8_t {
   resident,  // copied into the device arena once, read there by every call
   streamed,  // copied into a slot of the ring before every call that uses it
-  host,      // stays in host memory; the call gathers the rows it needs (token embeddings only)
+  host,      // stays in host memory, read in place by its call: a token embedding gathers the
+             // rows it needs; any other group (the map path, --map) is read whole by its kernels
+             // from the registered mapping, which needs the group's file range to be its layout
+             // (`ferry pack`)
 };
 const char* placement_name(Placement p);
 
@@ -46,7 +49,8 @@ enum class StreamMode : uint8_t {
 };
 const char* stream_mode_name(StreamMode m);
 
-// Whether a group may stay on the host (its call can read single rows from host memory).
+// Whether the planner may keep a group on the host by itself (its call reads single rows from host
+// memory: token embeddings). Other groups go there only when asked (with_mapped).
 bool host_placement_allowed(const WeightGroup& group);
 
 struct Plan {
@@ -89,6 +93,11 @@ std::vector<int> interleaved_layers(int k, int n);
 // "text.head.0", "expert.in"); an unknown name is an error that lists a few known ones.
 Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<std::string>& names,
                                 StreamMode mode, int slots = 2);
+
+// The plan with the named groups on the host, read in place by their kernels (the map path), the
+// slots resized to the largest group still streamed (the same count; none when nothing is).
+Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
+                         const std::vector<std::string>& names);
 
 // Plan files: {"format": "ferry-plan", "version": 1, "mode": ..., "slots": ..., "slot_bytes":
 // ..., "groups": [{"name": ..., "placement": ...}, ...]}. Groups are named, so a plan made for

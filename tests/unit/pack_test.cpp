@@ -76,7 +76,8 @@ Workload workload_for(const ModelConfig& c) {
   return w;
 }
 
-Result<InferenceResult> run_on(const fs::path& dir, HostPath path) {
+Result<InferenceResult> run_on(const fs::path& dir, HostPath path,
+                               const std::vector<std::string>& mapped = {}) {
   FERRY_ASSIGN_OR_RETURN(ModelConfig c, load_config(dir.string()));
   FERRY_ASSIGN_OR_RETURN(ModelWeights w, describe_weights(c));
   FERRY_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir.string()));
@@ -86,6 +87,7 @@ Result<InferenceResult> run_on(const fs::path& dir, HostPath path) {
   o.inference.keep_all_logits = true;
   o.host_path = path;
   o.plan.resident = std::vector<std::string>{};  // every group streamed
+  o.plan.mapped = mapped;                         // but these read in place
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Session> s,
                          Session::open(*backend, c, w, ck, workload_for(c), o));
   return s->run();
@@ -212,6 +214,41 @@ TEST_F(PackTest, PackedCheckpointRunsToTheSameBytes) {
       EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size()), 0) << e.info->name;
     }
     EXPECT_EQ(b.entries().size(), a.entries().size() + pads);
+  }
+}
+
+// The map path: groups of a packed checkpoint read in place by their kernels give the same bytes
+// (here every layer of each kind, then every group); an unpacked checkpoint is refused, naming
+// the group and `ferry pack`.
+TEST_F(PackTest, MappedGroupsOfAPackedCheckpointRunToTheSameBytes) {
+  for (const char* name : {"qwen3-tiny", "alpamayo-tiny"}) {
+    const ModelConfig c = preset(name).value();
+    const ModelWeights w = describe_weights(c).value();
+    const fs::path in = make(std::string("min_") + name, c);
+    const fs::path out = root_ / (std::string("mout_") + name);
+    ASSERT_TRUE(pack_checkpoint(in.string(), out.string(), {}).ok());
+    auto want = run_on(in, HostPath::automatic);
+    ASSERT_TRUE(want.ok()) << want.error().to_string();
+    std::vector<std::string> layers, all;
+    for (const WeightGroup& g : w.groups) {
+      all.push_back(g.name);
+      if (g.kind == GroupKind::decoder_layer || g.kind == GroupKind::expert_layer ||
+          g.kind == GroupKind::vision_block) {
+        layers.push_back(g.name);
+      }
+    }
+    for (const auto& mapped : {layers, all}) {
+      auto got = run_on(out, HostPath::automatic, mapped);
+      ASSERT_TRUE(got.ok()) << got.error().to_string();
+      expect_same(*got, *want, std::string(name) + ", " + std::to_string(mapped.size()) +
+                                   " groups mapped");
+    }
+    auto refused = run_on(in, HostPath::automatic, {layers[0]});
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().message.find(layers[0]), std::string::npos)
+        << refused.error().message;
+    EXPECT_NE(refused.error().message.find("ferry pack"), std::string::npos)
+        << refused.error().message;
   }
 }
 

@@ -77,14 +77,43 @@ TEST(Plan, ValidationCatchesInconsistentSlots) {
   Plan one = p;
   one.slots = 1;
   EXPECT_FALSE(validate_plan(one, w).ok());
-  Plan host_layer = p;
+  Plan host_layer = p;  // the map path: any group may be read in place
   host_layer.placement[static_cast<size_t>(index_of(w, "text.layers.0"))] = Placement::host;
-  EXPECT_FALSE(validate_plan(host_layer, w).ok());
+  EXPECT_TRUE(validate_plan(host_layer, w).ok());
   Plan all = all_resident_plan(w);
   EXPECT_TRUE(validate_plan(all, w).ok());
   EXPECT_EQ(resident_bytes(all, w), w.total_bytes());
   all.slots = 2;
   EXPECT_FALSE(validate_plan(all, w).ok());  // slots with nothing to stream
+}
+
+TEST(Plan, MappedGroupsLeaveTheRingAndItsSlotsShrink) {
+  const ModelWeights w = describe("alpamayo-tiny");
+  const Plan p = plan_with_resident(w, {}, StreamMode::pipelined, 3).value();
+  std::vector<std::string> layers;
+  for (const WeightGroup& g : w.groups) {
+    if (g.kind == GroupKind::decoder_layer) layers.push_back(g.name);
+  }
+  const Plan m = with_mapped(p, w, layers).value();
+  for (const std::string& name : layers) {
+    EXPECT_EQ(m.placement[static_cast<size_t>(index_of(w, name))], Placement::host) << name;
+  }
+  EXPECT_EQ(m.slots, 3);
+  EXPECT_LE(m.slot_bytes, p.slot_bytes);
+  EXPECT_EQ(m.slot_bytes, align_group_bytes(largest_streamed_group(m, w)));
+  EXPECT_EQ(host_bytes(m, w), host_bytes(p, w) + [&] {
+              uint64_t b = 0;
+              for (const std::string& n : layers) b += w.groups[index_of(w, n)].bytes;
+              return b;
+            }());
+  // Everything mapped: nothing streams, no slots.
+  std::vector<std::string> all;
+  for (const WeightGroup& g : w.groups) all.push_back(g.name);
+  const Plan none = with_mapped(p, w, all).value();
+  EXPECT_EQ(none.slots, 0);
+  EXPECT_EQ(none.slot_bytes, 0u);
+  EXPECT_FALSE(with_mapped(p, w, {"text.layers.99"}).ok());
+  EXPECT_FALSE(with_mapped(p, w, {"text.layers.0", "text.layers.0"}).ok());
 }
 
 TEST(Plan, JsonRoundTripAndRefusals) {
