@@ -38,7 +38,9 @@ void delete_versioned(DLManagedTensorVersioned* self) {
   delete static_cast<Export*>(self->manager_ctx);
 }
 
-void delete_legacy(DLManagedTensor* self) { delete static_cast<Export*>(self->manager_ctx); }
+void delete_legacy(DLManagedTensor* self) {
+  delete static_cast<Export*>(self->manager_ctx);
+}
 
 // A capsule destroyed unconsumed still owns its tensor; a consumer renames the capsules it
 // takes ("used_dltensor..."), and then the deleter is theirs to call.
@@ -56,25 +58,32 @@ void destroy_versioned(PyObject* capsule) {
   destroy_capsule<DLManagedTensorVersioned>(capsule, kVersionedName);
 }
 
-void destroy_legacy(PyObject* capsule) { destroy_capsule<DLManagedTensor>(capsule, kLegacyName); }
+void destroy_legacy(PyObject* capsule) {
+  destroy_capsule<DLManagedTensor>(capsule, kLegacyName);
+}
 
 // DLPack's name for a safetensors dtype; fp8 needs DLPack 1.1.
 std::optional<DLDataType> dl_type(DType t, bool fp8_known) {
   const auto bits = static_cast<uint8_t>(dtype_size(t) * 8);
   switch (t) {
-    case DType::bool_: return DLDataType{kDLBool, 8, 1};
+    case DType::bool_:
+      return DLDataType{kDLBool, 8, 1};
     case DType::u8:
     case DType::u16:
     case DType::u32:
-    case DType::u64: return DLDataType{kDLUInt, bits, 1};
+    case DType::u64:
+      return DLDataType{kDLUInt, bits, 1};
     case DType::i8:
     case DType::i16:
     case DType::i32:
-    case DType::i64: return DLDataType{kDLInt, bits, 1};
+    case DType::i64:
+      return DLDataType{kDLInt, bits, 1};
     case DType::f16:
     case DType::f32:
-    case DType::f64: return DLDataType{kDLFloat, bits, 1};
-    case DType::bf16: return DLDataType{kDLBfloat, 16, 1};
+    case DType::f64:
+      return DLDataType{kDLFloat, bits, 1};
+    case DType::bf16:
+      return DLDataType{kDLBfloat, 16, 1};
     case DType::f8_e4m3:
       if (fp8_known) return DLDataType{kDLFloat8_e4m3fn, 8, 1};
       return std::nullopt;
@@ -108,8 +117,8 @@ Result<PyObject*> export_tensor(const std::shared_ptr<const Checkpoint>& checkpo
   if (request.copy) {
     e->copy.resize(bytes.size());
     if (!bytes.empty()) {
-      FERRY_RETURN_IF_ERROR(guarded_copy(e->copy.data(), bytes.data(), bytes.size(),
-                                         checkpoint->mapping(entry)));
+      FERRY_RETURN_IF_ERROR(
+          guarded_copy(e->copy.data(), bytes.data(), bytes.size(), checkpoint->mapping(entry)));
     }
     data = e->copy.data();
   }
@@ -145,6 +154,8 @@ Result<PyObject*> export_tensor(const std::shared_ptr<const Checkpoint>& checkpo
   return capsule;
 }
 
-int64_t live_exports() { return g_live.load(); }
+int64_t live_exports() {
+  return g_live.load();
+}
 
 }  // namespace ferry::dlpack

@@ -20,9 +20,9 @@
 namespace ferry::dlpack {
 
 struct ExportRequest {
-  bool versioned = true;   // max_version >= (1, 0)
-  uint32_t minor = 1;      // the consumer's highest minor version of 1.x
-  bool copy = false;       // copy=True: an owned, writable copy (flag IS_COPIED)
+  bool versioned = true;  // max_version >= (1, 0)
+  uint32_t minor = 1;     // the consumer's highest minor version of 1.x
+  bool copy = false;      // copy=True: an owned, writable copy (flag IS_COPIED)
 };
 
 // A new capsule (a new reference) for `entry` of `checkpoint`; errors: a dtype DLPack cannot

@@ -42,8 +42,7 @@ RgbImage image_from_array(const FrameArray& a, size_t index) {
   }
   const DecodeLimits limits;
   const int64_t h = a.shape(0), w = a.shape(1);
-  if (h < 1 || w < 1 || h > limits.max_side || w > limits.max_side ||
-      h * w > limits.max_pixels) {
+  if (h < 1 || w < 1 || h > limits.max_side || w > limits.max_side || h * w > limits.max_pixels) {
     throw py::value_error(name + ": " + std::to_string(h) + "x" + std::to_string(w) +
                           " pixels is empty or larger than ferry takes");
   }
@@ -151,16 +150,12 @@ py::dict result_dict(const api::LoadedModel& model, const api::RunOutput& out) {
   return d;
 }
 
-std::unique_ptr<api::LoadedModel> open_model(const std::string& path,
-                                             const std::optional<std::string>& backend,
-                                             const std::optional<std::string>& vram,
-                                             const std::optional<std::string>& mode,
-                                             std::optional<int64_t> slots,
-                                             const std::optional<std::string>& resident,
-                                             std::optional<int> resident_count,
-                                             const std::optional<std::string>& plan,
-                                             const std::optional<std::string>& profile,
-                                             const std::string& host_path, bool graphs) {
+std::unique_ptr<api::LoadedModel> open_model(
+    const std::string& path, const std::optional<std::string>& backend,
+    const std::optional<std::string>& vram, const std::optional<std::string>& mode,
+    std::optional<int64_t> slots, const std::optional<std::string>& resident,
+    std::optional<int> resident_count, const std::optional<std::string>& plan,
+    const std::optional<std::string>& profile, const std::string& host_path, bool graphs) {
   api::ModelOptions o;
   o.backend = backend.value_or("");
   o.session.vram = vram.value_or("");
@@ -271,16 +266,14 @@ void add_model(py::module_& m) {
            py::arg("vram") = py::none(), py::arg("mode") = py::none(),
            py::arg("slots") = py::none(), py::arg("resident") = py::none(),
            py::arg("resident_count") = py::none(), py::arg("plan") = py::none(),
-           py::arg("profile") = py::none(), py::arg("host_path") = "auto",
-           py::arg("graphs") = true)
+           py::arg("profile") = py::none(), py::arg("host_path") = "auto", py::arg("graphs") = true)
       .def("_run", &run, py::arg("frames_path"), py::arg("frames"), py::arg("history"),
            py::arg("chat"), py::arg("max_tokens"), py::arg("greedy"), py::arg("temperature"),
            py::arg("top_p"), py::arg("seed"), py::arg("flow_steps"))
       .def_property_readonly("path", &api::LoadedModel::path)
-      .def_property_readonly("architecture",
-                             [](const api::LoadedModel& x) {
-                               return std::string(architecture_name(x.config().arch));
-                             })
+      .def_property_readonly(
+          "architecture",
+          [](const api::LoadedModel& x) { return std::string(architecture_name(x.config().arch)); })
       .def_property_readonly("_config",
                              [](const api::LoadedModel& x) {
                                const TextConfig& t = x.config().text();
@@ -297,18 +290,18 @@ void add_model(py::module_& m) {
                                d["action_expert"] = x.config().alpamayo() != nullptr;
                                return d;
                              })
-      .def_property_readonly("backend",
-                             &api::LoadedModel::backend_name)
+      .def_property_readonly("backend", &api::LoadedModel::backend_name)
       .def_property_readonly("plan", &plan_summary,
                              "The session's plan and memory (None before the first run)")
       .def_property_readonly("memory", &memory_summary,
                              "The session's device memory in one line (None before the first run)")
       .def_property_readonly("sessions_opened", &api::LoadedModel::sessions_opened)
-      .def("tensor",
-           [](const api::LoadedModel& x, const std::string& name) {
-             return tensor_of(x.checkpoint(), name);
-           },
-           py::arg("name"))
+      .def(
+          "tensor",
+          [](const api::LoadedModel& x, const std::string& name) {
+            return tensor_of(x.checkpoint(), name);
+          },
+          py::arg("name"))
       .def_property_readonly(
           "checkpoint", [](const api::LoadedModel& x) { return CheckpointRef{x.checkpoint()}; });
 }

@@ -94,11 +94,11 @@ void add_tensors(py::module_& m) {
       .def("__dlpack__", &TensorRef::dlpack, py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
            py::arg("copy") = py::none())
-      .def("__dlpack_device__",
-           [](const TensorRef&) { return py::make_tuple(dlpack::kDLCPU, 0); })
+      .def("__dlpack_device__", [](const TensorRef&) { return py::make_tuple(dlpack::kDLCPU, 0); })
       .def("__repr__", [](const TensorRef& t) {
         std::string shape;
-        for (int64_t d : t.entry->info->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        for (int64_t d : t.entry->info->shape)
+          shape += (shape.empty() ? "" : ", ") + std::to_string(d);
         return "ferry.Tensor('" + t.entry->info->name + "', " +
                std::string(dtype_name(t.entry->info->dtype)) + ", [" + shape + "])";
       });
@@ -112,14 +112,18 @@ void add_tensors(py::module_& m) {
              return CheckpointRef{std::make_shared<const Checkpoint>(check(std::move(c)))};
            }),
            py::arg("path"))
-      .def("tensor", [](const CheckpointRef& c, const std::string& name) {
-        return tensor_of(c.checkpoint, name);
-      }, py::arg("name"))
+      .def(
+          "tensor",
+          [](const CheckpointRef& c, const std::string& name) {
+            return tensor_of(c.checkpoint, name);
+          },
+          py::arg("name"))
       .def("names", [](const CheckpointRef& c) { return tensor_names(*c.checkpoint); })
       .def("__len__", [](const CheckpointRef& c) { return c.checkpoint->entries().size(); })
-      .def("__contains__", [](const CheckpointRef& c, const std::string& name) {
-        return c.checkpoint->find(name) != nullptr;
-      })
+      .def("__contains__",
+           [](const CheckpointRef& c, const std::string& name) {
+             return c.checkpoint->find(name) != nullptr;
+           })
       .def_property_readonly("path", [](const CheckpointRef& c) { return c.checkpoint->dir(); })
       .def_property_readonly("nbytes",
                              [](const CheckpointRef& c) { return c.checkpoint->total_bytes(); });

@@ -14,8 +14,8 @@ bool session_fits(const Workload& held, const Workload& want) {
   const SamplingParams& b = want.sampling;
   return held.num_images == want.num_images && held.image_height == want.image_height &&
          held.image_width == want.image_width && held.gen_tokens == want.gen_tokens &&
-         held.flow_steps == want.flow_steps && held.seed == want.seed &&
-         a.greedy == b.greedy && a.temperature == b.temperature && a.top_p == b.top_p &&
+         held.flow_steps == want.flow_steps && held.seed == want.seed && a.greedy == b.greedy &&
+         a.temperature == b.temperature && a.top_p == b.top_p &&
          want.prompt_tokens <= held.prompt_tokens;
 }
 
@@ -66,13 +66,13 @@ Result<bool> LoadedModel::ensure_session(const Workload& w) {
   session_.reset();
   if (had && backend_->ledger().reserved > 0) {
     // Created before the old one goes, so that a failure leaves a backend in place.
-    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> fresh,
-                           cli::backend_from_flag(options_.backend,
-                                                  options_.session.check_streams));
+    FERRY_ASSIGN_OR_RETURN(
+        std::unique_ptr<Backend> fresh,
+        cli::backend_from_flag(options_.backend, options_.session.check_streams));
     backend_ = std::move(fresh);
   }
-  FERRY_ASSIGN_OR_RETURN(session_, Session::open(*backend_, config_, weights_, *checkpoint_, open,
-                                                 session_options_));
+  FERRY_ASSIGN_OR_RETURN(
+      session_, Session::open(*backend_, config_, weights_, *checkpoint_, open, session_options_));
   held_ = open;
   ++sessions_opened_;
   return true;
@@ -108,8 +108,7 @@ Result<RunOutput> LoadedModel::run(cli::InputParts parts, const RunSettings& set
   w.seed = settings.seed;
   const bool sampled = settings.temperature || settings.top_p;
   if (settings.greedy.value_or(false) && sampled) {
-    return make_error(ErrorCode::invalid_argument,
-                      "greedy decoding takes no temperature or top-p");
+    return make_error(ErrorCode::invalid_argument, "greedy decoding takes no temperature or top-p");
   }
   w.sampling.greedy = settings.greedy.value_or(!sampled && config_.alpamayo() == nullptr);
   if (settings.temperature) {

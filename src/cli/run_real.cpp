@@ -134,8 +134,7 @@ Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelCon
         read_frames(model_dir, flags.frames, alpamayo != nullptr ? kAlpamayoFrames : 0, parts));
   }
   if (alpamayo != nullptr) {
-    FERRY_ASSIGN_OR_RETURN(parts.history,
-                           read_ego_history(flags.ego_history, flags.ego_rotations));
+    FERRY_ASSIGN_OR_RETURN(parts.history, read_ego_history(flags.ego_history, flags.ego_rotations));
   } else {
     ChatRequest chat;
     chat.system = flags.system;
@@ -192,8 +191,8 @@ Result<PreparedInputs> make_real_inputs(const Tokenizer& tokenizer, const std::s
   ModelInputs inputs;
   if (alpamayo != nullptr) {
     for (const auto& p : parts.history->xyz) scene->history.push_back(p);
-    FERRY_ASSIGN_OR_RETURN(inputs, alpamayo_inputs(tokenizer, *alpamayo, std::move(images),
-                                                   *parts.history));
+    FERRY_ASSIGN_OR_RETURN(
+        inputs, alpamayo_inputs(tokenizer, *alpamayo, std::move(images), *parts.history));
   } else {
     FERRY_ASSIGN_OR_RETURN(inputs, chat_inputs(tokenizer, config, *parts.chat, std::move(images)));
   }

@@ -155,8 +155,9 @@ Result<void*> HostTier::in_place(const WeightGroup& group) const {
   FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> c, copies(group));
   if (c.size() != 1 || c[0].dst_offset != 0) {
     return make_error(ErrorCode::unsupported,
-                      group.name + " cannot be read in place: its tensors are not laid out in the "
-                                   "file as on the device (`ferry pack` writes them so)");
+                      group.name +
+                          " cannot be read in place: its tensors are not laid out in the "
+                          "file as on the device (`ferry pack` writes them so)");
   }
   return const_cast<std::byte*>(c[0].src);
 }

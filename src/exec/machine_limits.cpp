@@ -36,8 +36,7 @@ Result<DeviceBuffer> random_bf16(Backend& backend, Stream& stream, int64_t eleme
 
 }  // namespace
 
-Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream,
-                                             uint64_t budget) {
+Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream, uint64_t budget) {
   const bool cpu = backend.name() == "cpu";
   MachineLimits m;
   m.gemm_size = cpu ? 256 : 8192;

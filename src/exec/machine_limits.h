@@ -24,7 +24,6 @@ struct MachineLimits {
 // Sizes follow the backend: 8192³ and 2 GiB on a GPU, small on the CPU so that the probe stays
 // well under a second there. Inputs are random (never zeros, which run faster).
 // `budget` (0: none): keep the probes' buffers well inside it (smaller copies, a smaller GEMM).
-Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream,
-                                             uint64_t budget = 0);
+Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream, uint64_t budget = 0);
 
 }  // namespace ferry

@@ -17,7 +17,8 @@ class ResidentWeights : public GroupProvider {
  public:
   // Allocates every group and copies its tensors in; synchronizes the stream before returning.
   // A checkpoint tensor that is missing or whose byte size differs from the spec is an error;
-  // so is a checkpoint file that changes during the load (read through the bounce ring, exec/bounce_ring.h).
+  // so is a checkpoint file that changes during the load (read through the bounce ring,
+  // exec/bounce_ring.h).
   static Result<ResidentWeights> load(Backend& backend, Stream& stream, const ModelWeights& weights,
                                       const Checkpoint& checkpoint);
 

@@ -141,9 +141,8 @@ TEST_F(AtomicWrite, StagedFolderSwapsWholeAndCarriesOtherFiles) {
     ASSERT_TRUE(s->commit().ok());
   }
   EXPECT_EQ(names(dir_), std::vector<std::string>{"ckpt"});
-  EXPECT_EQ(names(target),
-            (std::vector<std::string>{"config.json", "model-00001-of-00001.safetensors",
-                                      "notes.txt"}));
+  EXPECT_EQ(names(target), (std::vector<std::string>{
+                               "config.json", "model-00001-of-00001.safetensors", "notes.txt"}));
   EXPECT_EQ(read(target / "config.json"), "new config");
   EXPECT_EQ(read(target / "notes.txt"), "tokens");
 }

@@ -101,11 +101,12 @@ TEST(Plan, MappedGroupsLeaveTheRingAndItsSlotsShrink) {
   EXPECT_EQ(m.slots, 3);
   EXPECT_LE(m.slot_bytes, p.slot_bytes);
   EXPECT_EQ(m.slot_bytes, align_group_bytes(largest_streamed_group(m, w)));
-  EXPECT_EQ(host_bytes(m, w), host_bytes(p, w) + [&] {
-              uint64_t b = 0;
-              for (const std::string& n : layers) b += w.groups[index_of(w, n)].bytes;
-              return b;
-            }());
+  EXPECT_EQ(
+      host_bytes(m, w), host_bytes(p, w) + [&] {
+        uint64_t b = 0;
+        for (const std::string& n : layers) b += w.groups[index_of(w, n)].bytes;
+        return b;
+      }());
   // Everything mapped: nothing streams, no slots.
   std::vector<std::string> all;
   for (const WeightGroup& g : w.groups) all.push_back(g.name);

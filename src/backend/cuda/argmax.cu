@@ -91,9 +91,8 @@ Status run_argmax(const OpContext& ctx, const Argmax& op) {
   const int64_t chunks = op.x.cols == 0 ? 1 : (op.x.cols + kChunk - 1) / kChunk;
   if (chunks > 0x7fffffff) return make_error(ErrorCode::unsupported, "argmax: row too long");
   const size_t parts = static_cast<size_t>(rows * chunks);
-  FERRY_ASSIGN_OR_RETURN(
-      StreamScratch scratch,
-      take_scratch(ctx, parts * (sizeof(float) + sizeof(int64_t))));
+  FERRY_ASSIGN_OR_RETURN(StreamScratch scratch,
+                         take_scratch(ctx, parts * (sizeof(float) + sizeof(int64_t))));
   auto* part_i = static_cast<int64_t*>(scratch.get());
   auto* part_v = reinterpret_cast<float*>(part_i + parts);
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(rows));

@@ -251,8 +251,7 @@ Status run_linear_cublaslt(const OpContext& ctx, const Linear& op) {
   int64_t ldx = op.x.stride();
   StreamScratch x_bf16;
   if (op.x.dtype == DType::f32) {
-    FERRY_ASSIGN_OR_RETURN(x_bf16,
-                           take_scratch(ctx, static_cast<size_t>(m * k) * 2));
+    FERRY_ASSIGN_OR_RETURN(x_bf16, take_scratch(ctx, static_cast<size_t>(m * k) * 2));
     round_to_bf16_kernel<<<grid_for(m * k, kThreads), kThreads, 0, ctx.stream>>>(
         ptr<const float>(op.x), op.x.stride(), static_cast<bf16_t*>(x_bf16.get()), m, k);
     FERRY_RETURN_IF_ERROR(launch_status("round_to_bf16_kernel"));

@@ -293,8 +293,7 @@ Status run_linear_skinny64(const OpContext& ctx, const Linear& op, Skinny64Confi
   const bool x_direct =
       op.x.dtype == DType::bf16 && address(op.x.data) % 16 == 0 && op.x.stride() % 8 == 0;
   if (!x_direct) {
-    FERRY_ASSIGN_OR_RETURN(x_bf16,
-                           take_scratch(ctx, static_cast<size_t>(m * k) * 2));
+    FERRY_ASSIGN_OR_RETURN(x_bf16, take_scratch(ctx, static_cast<size_t>(m * k) * 2));
     auto* out = static_cast<bf16_t*>(x_bf16.get());
     const unsigned blocks = grid_for(m * k, kElementwiseThreads);
     if (op.x.dtype == DType::f32) {
@@ -319,8 +318,7 @@ Status run_linear_skinny64(const OpContext& ctx, const Linear& op, Skinny64Confi
   l.splits = static_cast<int>((steps + split_steps - 1) / split_steps);
   StreamScratch partial;
   if (l.splits > 1) {
-    FERRY_ASSIGN_OR_RETURN(
-        partial, take_scratch(ctx, static_cast<size_t>(l.splits * m * n) * 4));
+    FERRY_ASSIGN_OR_RETURN(partial, take_scratch(ctx, static_cast<size_t>(l.splits * m * n) * 4));
     l.partial = static_cast<float*>(partial.get());
   }
   return config.unroll == 2 ? launch_unroll<2>(ctx, op, l) : launch_unroll<4>(ctx, op, l);
