@@ -78,15 +78,14 @@ void profile(const ProfileArgs& a) {
   progress->stage("timing every call");
   const CallMeasurements calls = report.check(measure_calls(*session, weights, a.runs, a.warmup));
   progress.reset();
-  const Profile p =
-      measured_profile(weights, dma, calls, limits, backend->info().name, byte_path, w);
+  double pipeline_ratio = 1;
+  const Profile p = measured_profile(weights, dma, calls, limits, backend->info().name, byte_path,
+                                     w, &pipeline_ratio);
   report.check(check_profile(p, weights, session->calls()));
   report.check(write_file_atomic(a.out, profile_to_json(p)));
 
   double dma_total = 0;
   for (const GroupProfile& g : p.groups) dma_total += g.dma_s;
-  double pipeline_ratio = 1;
-  (void)pipelined_dma(dma, calls.pipelined_dma_s, &pipeline_ratio);
   std::array<double, kPhaseCount> exe{};
   for (const Call& c : session->calls()) {
     const GroupProfile& g = p.groups[static_cast<size_t>(c.group)];

@@ -149,8 +149,8 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
   return out;
 }
 
-std::vector<std::optional<double>> pipelined_copy_times(const std::vector<StreamTimeline>& timelines,
-                                                        size_t groups) {
+std::vector<std::optional<double>> pipelined_copy_times(
+    const std::vector<StreamTimeline>& timelines, size_t groups) {
   std::vector<std::vector<double>> spans(groups);
   for (const StreamTimeline& t : timelines) {
     for (size_t i = 0; i < t.calls.size() && i < t.copy_of.size(); ++i) {
@@ -226,7 +226,7 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
 Profile measured_profile(const ModelWeights& weights, const std::vector<double>& dma_s,
                          const CallMeasurements& calls, const MachineLimits& limits,
                          const std::string& device, const std::string& byte_path,
-                         const Workload& workload) {
+                         const Workload& workload, double* pipeline_ratio) {
   MachineRates rates;
   rates.device = device;
   rates.byte_path = byte_path;
@@ -243,7 +243,7 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
   Profile p = profile_skeleton(weights, rates, "measured");
   p.runs = calls.runs;
   p.workload = profile_workload(workload);
-  const std::vector<double> dma = pipelined_dma(dma_s, calls.pipelined_dma_s);
+  const std::vector<double> dma = pipelined_dma(dma_s, calls.pipelined_dma_s, pipeline_ratio);
   for (size_t g = 0; g < weights.groups.size(); ++g) {
     if (g < dma.size()) p.groups[g].dma_s = dma[g];
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];

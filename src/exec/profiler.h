@@ -44,11 +44,11 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
 
 // Per group: the median copy span of its streamed calls in the timelines (absent for groups
 // the session did not stream).
-std::vector<std::optional<double>> pipelined_copy_times(const std::vector<StreamTimeline>& timelines,
-                                                        size_t groups);
+std::vector<std::optional<double>> pipelined_copy_times(
+    const std::vector<StreamTimeline>& timelines, size_t groups);
 
 struct CallMeasurements {
-  PhaseTimesOfGroups exe_s;  // per group
+  PhaseTimesOfGroups exe_s;                            // per group
   std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
   int runs = 0;
@@ -72,9 +72,10 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
 // The profile file's contents from the measurements: C_DMA from pipelined_dma(dma_s, ...). The
 // link peak is the larger of the measured page-locked peak and the fastest lone group copy, so
 // that no C_DMA beats bytes / peak (T_lb's link term stays a bound).
+// `pipeline_ratio`, if given, receives pipelined_dma's ratio.
 Profile measured_profile(const ModelWeights& weights, const std::vector<double>& dma_s,
                          const CallMeasurements& calls, const MachineLimits& limits,
                          const std::string& device, const std::string& byte_path,
-                         const Workload& workload);
+                         const Workload& workload, double* pipeline_ratio = nullptr);
 
 }  // namespace ferry

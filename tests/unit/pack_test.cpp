@@ -25,6 +25,7 @@
 #include "model/pack.h"
 #include "model/presets.h"
 #include "text_test_model.h"
+#include "tiny_checkpoint.h"
 
 namespace ferry {
 namespace {
@@ -87,7 +88,7 @@ Result<InferenceResult> run_on(const fs::path& dir, HostPath path,
   o.inference.keep_all_logits = true;
   o.host_path = path;
   o.plan.resident = std::vector<std::string>{};  // every group streamed
-  o.plan.mapped = mapped;                         // but these read in place
+  o.plan.mapped = mapped;                        // but these read in place
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Session> s,
                          Session::open(*backend, c, w, ck, workload_for(c), o));
   return s->run();
@@ -121,12 +122,7 @@ void expect_one_copy_per_group(const fs::path& dir, const std::vector<std::strin
   }
 }
 
-void expect_same(const InferenceResult& a, const InferenceResult& b, const std::string& what) {
-  EXPECT_EQ(a.tokens, b.tokens) << what;
-  EXPECT_EQ(a.logits_hash, b.logits_hash) << what;
-  EXPECT_EQ(a.step_logits, b.step_logits) << what;
-  EXPECT_EQ(a.actions_hash, b.actions_hash) << what;
-}
+using testing::expect_same;
 
 TEST_F(PackTest, LayoutIsContiguousPagedAndInExecutionOrder) {
   const ModelConfig c = preset("qwen3-tiny").value();
@@ -240,8 +236,8 @@ TEST_F(PackTest, MappedGroupsOfAPackedCheckpointRunToTheSameBytes) {
     for (const auto& mapped : {layers, all}) {
       auto got = run_on(out, HostPath::automatic, mapped);
       ASSERT_TRUE(got.ok()) << got.error().to_string();
-      expect_same(*got, *want, std::string(name) + ", " + std::to_string(mapped.size()) +
-                                   " groups mapped");
+      expect_same(*got, *want,
+                  std::string(name) + ", " + std::to_string(mapped.size()) + " groups mapped");
     }
     auto refused = run_on(in, HostPath::automatic, {layers[0]});
     ASSERT_FALSE(refused.ok());
