@@ -98,6 +98,9 @@ using HostBuffer = BackendMemory<HostMemoryKind>;
 struct DeviceInfo {
   std::string name;        // "cpu (2 threads)", "NVIDIA H200"
   size_t total_bytes = 0;  // device memory the backend can see
+  // CUDA: the per-thread stack the context reserves local memory for, as it stands now (the
+  // driver grows it when a kernel needs more; see create_cuda_backend). 0 where it means nothing.
+  size_t thread_stack_bytes = 0;
 };
 
 // Where a backend's device bytes are: live bytes by purpose, the high-water mark, and the one

@@ -256,6 +256,9 @@ void bench(const BenchArgs& a) {
     j["architecture"] = architecture_name(config.arch);
     j["backend"] = std::string(backend->name());
     j["device"] = backend->info().name;
+    if (const size_t stack = backend->info().thread_stack_bytes; stack > 0) {
+      j["thread_stack_bytes"] = stack;  // after the runs: more than asked means a launch grew it
+    }
     j["runs"] = a.runs;
     j["warmup"] = a.warmup;
     j["workload"] = {{"images", w.num_images},       {"image_height", w.image_height},

@@ -35,6 +35,8 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 // partials): the largest need of the reference workloads is a few MiB.
 constexpr size_t kScratchBytes = size_t{16} << 20;
 constexpr uint64_t kPoolRetainBytes = uint64_t{64} << 20;
+// The per-thread stack asked for when the context is made (create_cuda_backend).
+constexpr size_t kThreadStackBytes = 256;
 
 CudaStream& as_cuda(Stream& s) {
   return static_cast<CudaStream&>(s);
@@ -161,6 +163,12 @@ class CudaBackend final : public Backend {
     DeviceInfo i;
     i.name = prop_.name;
     i.total_bytes = prop_.totalGlobalMem;
+    size_t stack = 0;
+    if (cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess) {
+      i.thread_stack_bytes = stack;
+    } else {
+      (void)cudaGetLastError();
+    }
     return i;
   }
 
@@ -530,6 +538,15 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
     (void)cudaGetLastError();
   }
   FERRY_CUDA_CHECK(cudaSetDevice(device));
+  // The context reserves local memory for every thread the device can hold at the per-thread
+  // stack limit (1 KiB by default: ~260 MiB on a 132-SM H200), all of it inside the budget.
+  // The driver grows the limit at a launch that needs more (cuCtxSetLimit's contract), so start
+  // from a small one. The bytes this saves are measured by bench/context_memory.cpp; bench
+  // reports the limit after its runs, which shows whether a launch grew it. A refusal only costs
+  // memory: the default stays.
+  if (cudaDeviceSetLimit(cudaLimitStackSize, kThreadStackBytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
   cudaDeviceProp prop{};
   FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   // Ops run through the backend take scratch from their stream's ScratchStack. Kernels launched on
