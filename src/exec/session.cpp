@@ -29,7 +29,8 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
                                                         runtime, s->tier_.readable_in_place()));
   if (const std::optional<uint64_t> vram = s->planned_.vram) {
     // Everything ferry allocates from here on is carved from this one region.
-    FERRY_RETURN_IF_ERROR(backend.reserve(*vram - runtime));
+    // The runtime and the registered tier's page tables stay outside it.
+    FERRY_RETURN_IF_ERROR(backend.reserve(*vram - runtime - s->planned_.host_page_tables));
   }
   s->stream_ = backend.create_stream();
   FERRY_ASSIGN_OR_RETURN(s->provider_,

@@ -28,7 +28,11 @@ Result<std::vector<std::pair<std::string, uint64_t>>> measure_runner(
 Result<Plan> counted_plan(const ModelWeights& weights, int k, bool in_place, StreamMode mode,
                           int slots) {
   int text_total = 0;
-  for (const WeightGroup& g : weights.groups) text_total += g.kind == GroupKind::decoder_layer;
+  for (const WeightGroup& g : weights.groups) {
+    // A layer is its parts: count each layer once.
+    text_total += g.kind == GroupKind::decoder_layer &&
+                  (g.part == LayerPart::whole || g.part == LayerPart::attention);
+  }
   const std::vector<int> chosen = interleaved_layers(k, text_total);
   std::vector<std::string> names;
   for (const WeightGroup& g : weights.groups) {
@@ -162,6 +166,11 @@ MachineRates measured_machine_rates(const Backend& backend, const MachineLimits&
   return r;
 }
 
+uint64_t host_page_table_bytes(uint64_t registered) {
+  const uint64_t pages = (registered + 4095) / 4096;
+  return pages * 8 + pages * 8 / 4;
+}
+
 uint64_t runtime_bytes_now(const Backend& backend) {
   const std::optional<uint64_t> held = backend.driver_device_bytes();
   return held ? *held + kRuntimeMarginBytes : 0;
@@ -181,7 +190,7 @@ Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig
 }
 
 uint64_t PlanningContext::fixed_bytes() const {
-  uint64_t fixed = runtime_bytes + stream_bytes;
+  uint64_t fixed = runtime_bytes + host_page_tables + stream_bytes;
   for (const auto& [name, bytes] : runner) fixed += bytes;
   return fixed;
 }
@@ -191,6 +200,7 @@ MemoryBudget PlanningContext::memory(const Plan& plan, const ModelWeights& weigh
   MemoryBudget m;
   m.budget = vram;
   if (runtime_bytes > 0) m.items.emplace_back("runtime", runtime_bytes);
+  if (host_page_tables > 0) m.items.emplace_back("host page tables", host_page_tables);
   for (const auto& item : runner) m.items.push_back(item);
   if (stream_bytes > 0) m.items.emplace_back("stream workspaces", stream_bytes);
   m.items.emplace_back("resident weights", resident_bytes(plan, weights));
@@ -212,6 +222,10 @@ Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& co
   ctx.runtime_bytes = runtime_bytes;
   ctx.stream_bytes = backend.compute_stream_bytes();
   ctx.in_place = in_place;
+  // Only a device that reports its runtime (a GPU) maps the registered tier with page tables of
+  // its own; the CPU backend's host memory is its device memory.
+  if (in_place && runtime_bytes > 0)
+    ctx.host_page_tables = host_page_table_bytes(weights.total_bytes());
   FERRY_ASSIGN_OR_RETURN(ctx.calls, call_sequence(weights, config, workload));
   if (options.plan.profile) {
     ctx.profile = *options.plan.profile;
@@ -241,6 +255,7 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
   SessionPlan sp;
   sp.vram = vram;
   sp.profile_source = ctx.profile.source;
+  sp.host_page_tables = ctx.host_page_tables;
   const uint64_t fixed = ctx.fixed_bytes();
   if (req.plan) {
     sp.plan = *req.plan;

@@ -86,6 +86,13 @@ struct MemoryBudget {
 // kernels loaded lazily on first use, graph instantiations (checked from outside on the GPU).
 inline constexpr uint64_t kRuntimeMarginBytes = uint64_t{96} << 20;
 
+// The device's page tables for `registered` bytes of host memory mapped into its address space
+// (the registered checkpoint): 8 bytes per 4 KiB page and a quarter more for the upper levels.
+// The driver does not count them for the process (NVML per process) but the device's used memory
+// grows by them: 49 MiB for Alpamayo-R1's 22.16 GB on the H200 (driver 580), where this gives
+// 52 MiB. A budget covers them, so nvidia-smi's view stays inside it too.
+uint64_t host_page_table_bytes(uint64_t registered);
+
 // What --vram auto leaves unused of the memory the process could hold: 256 MiB, or 2% of the
 // device when that is more (other processes, fragmentation, the driver's own growth).
 uint64_t automatic_vram_margin(uint64_t device_total_bytes);
@@ -106,9 +113,10 @@ MachineRates measured_machine_rates(const Backend& backend, const MachineLimits&
 // any number of budgets (the sweeps).
 struct PlanningContext {
   std::vector<std::pair<std::string, uint64_t>> runner;  // the runner's buffers, by purpose
-  uint64_t runtime_bytes = 0;  // the backend's own share (context, libraries) and its margin
-  uint64_t stream_bytes = 0;   // the compute stream's workspaces
-  bool in_place = true;        // kernels can read the host tier in place (embedding on the host)
+  uint64_t runtime_bytes = 0;     // the backend's own share (context, libraries) and its margin
+  uint64_t stream_bytes = 0;      // the compute stream's workspaces
+  uint64_t host_page_tables = 0;  // host_page_table_bytes of the registered tier (a GPU's only)
+  bool in_place = true;           // kernels can read the host tier in place (embedding on the host)
   std::vector<Call> calls;
   Profile profile;    // given (--profile) or estimated
   Schedule schedule;  // the calls timed by `profile`; host placement allowed only when in_place
@@ -152,6 +160,7 @@ struct SessionPlan {
   std::string profile_source;       // "measured" or "estimated"
   int64_t evaluations = 0;          // the planner's predictor runs (0 when it did not plan)
   double start_s = 0;               // the planner's best start, before its search
+  uint64_t host_page_tables = 0;    // device bytes outside the arena for the registered tier
 };
 
 // Chooses the plan under `vram` (options.vram resolved: see resolve_vram), checks the budget,
