@@ -43,13 +43,37 @@ def interleaved(k, n):
     return [i * (n - 1) // k for i in range(k)]
 
 
+PARTS = (".attn", ".gate_up", ".down")
+
+
+def layer_of(name):
+    """A decoder layer's part group -> the layer ("text.layers.3.attn" -> "text.layers.3")."""
+    for p in PARTS:
+        if name.endswith(p):
+            return name[: -len(p)]
+    return name
+
+
+def units(names):
+    """Names grouped by layer, in order: a layer's parts are kept or dropped together, as the
+    paper's rules keep whole layers."""
+    out = []
+    for n in names:
+        if out and layer_of(out[-1][-1]) == layer_of(n) != n:
+            out[-1].append(n)
+        else:
+            out.append([n])
+    return out
+
+
 def fill(groups, order, room):
-    """Names from `order` kept resident while they and two slots of the largest streamed fit."""
+    """Units (lists of names) from `order` kept resident while they and two slots of the largest
+    streamed group fit; returns the names."""
     size = {g["name"]: g["bytes"] for g in groups}
     copyable = [g["name"] for g in groups if g["placement"] != "host"]
     chosen = []
-    for name in order:
-        trial = chosen + [name]
+    for unit in order:
+        trial = chosen + unit
         rest = [size[n] for n in copyable if n not in trial]
         need = sum(size[n] for n in trial) + (2 * aligned(max(rest)) if rest else 0)
         if need <= room:
@@ -59,17 +83,18 @@ def fill(groups, order, room):
 
 def alternatives(groups, room):
     names = [g["name"] for g in groups if g["placement"] != "host"]
-    text = [n for n in names if n.startswith("text.layers.")]
-    vision = [n for n in names if n.startswith("vision.blocks.")]
-    expert = [n for n in names if n.startswith("expert.layers.")]
-    other = [n for n in names if n not in text and n not in vision and n not in expert]
+    text = units([n for n in names if n.startswith("text.layers.")])
+    vision = units([n for n in names if n.startswith("vision.blocks.")])
+    expert = units([n for n in names if n.startswith("expert.layers.")])
+    grouped = {n for u in text + vision + expert for n in u}
+    other = [[n] for n in names if n not in grouped]
     out = {}
 
     def best_interleaved(prefix):
         for k in range(len(text), -1, -1):
             order = prefix + [text[i] for i in interleaved(k, len(text))]
             chosen = fill(groups, order, room)
-            if len(chosen) == len(order):
+            if len(chosen) == sum(len(u) for u in order):
                 return chosen
         return fill(groups, prefix, room)
 
@@ -77,8 +102,8 @@ def alternatives(groups, room):
     out["consecutive"] = fill(groups, other + text, room)
     out["expert_first"] = best_interleaved(other + expert)
     size = {g["name"]: g["bytes"] for g in groups}
-    out["text_first"] = fill(groups, text + sorted(other + expert + vision, key=lambda n: size[n]),
-                             room)
+    out["text_first"] = fill(groups, text + sorted(other + expert + vision,
+                                                   key=lambda u: sum(size[n] for n in u)), room)
     return out
 
 

@@ -99,25 +99,51 @@ struct Row {
   uint64_t bytes = 0;  // per group
 };
 
+// A row's unit: one group, or a decoder layer's consecutive part groups ("text.layers.3.attn",
+// ".gate_up", ".down") as the layer "text.layers.3".
+struct Unit {
+  std::string name;
+  size_t tensors = 0;
+  int64_t params = 0;
+  uint64_t bytes = 0;
+};
+
+std::vector<Unit> units_of(const InspectReport& r) {
+  std::vector<Unit> units;
+  std::string open_layer;  // the layer whose parts the last unit collects
+  for (const auto& g : r.groups) {
+    const std::string layer(layer_of_group_name(g.name));
+    if (layer != g.name && !units.empty() && layer == open_layer) {
+      Unit& u = units.back();
+      u.tensors += g.tensors.size();
+      u.params += g.params;
+      u.bytes += g.bytes;
+      continue;
+    }
+    units.push_back({layer, g.tensors.size(), g.params, g.bytes});
+    open_layer = layer != g.name ? layer : "";
+  }
+  return units;
+}
+
 std::vector<Row> collapse(const InspectReport& r) {
   std::vector<Row> rows;
   std::string last_stem;
   std::string last_index;
-  for (const auto& g : r.groups) {
+  for (const Unit& g : units_of(r)) {
     auto parts = split(g.name);
     std::string index = parts.size() > 1 && all_digits(parts.back()) ? parts.back() : "";
     std::string stem = index.empty() ? g.name : join(parts, parts.size() - 1);
     if (!rows.empty() && !index.empty() && stem == last_stem && rows.back().params == g.params &&
-        rows.back().bytes == g.bytes && rows.back().tensors == g.tensors.size() &&
-        parse_index(index) && parse_index(last_index) &&
-        *parse_index(index) == *parse_index(last_index) + 1) {
+        rows.back().bytes == g.bytes && rows.back().tensors == g.tensors && parse_index(index) &&
+        parse_index(last_index) && *parse_index(index) == *parse_index(last_index) + 1) {
       Row& row = rows.back();
       row.count++;
       auto first = row.name.substr(stem.size() + 1);
       first = first.substr(0, first.find('-'));
       row.name = stem + "." + first + "-" + index;
     } else {
-      rows.push_back({g.name, 1, g.tensors.size(), g.params, g.bytes});
+      rows.push_back({g.name, 1, g.tensors, g.params, g.bytes});
     }
     last_stem = stem;
     last_index = index;

@@ -228,7 +228,23 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
                                const ExpertLayerContext& context) {
   const TextConfig& x = config_.expert;
   if (layer < 0 || layer >= x.num_layers) return invalid("layer out of range");
-  const int64_t s = tokens_, h = x.hidden_size, hd = x.head_dim, inter = x.intermediate_size;
+  switch (group.part) {
+    case LayerPart::attention:
+      return run_attention(stream, group, base, context);
+    case LayerPart::gate_up:
+      return run_gate_up(stream, group, base);
+    case LayerPart::down:
+      return run_down(stream, group, base);
+    case LayerPart::whole:
+      break;
+  }
+  return invalid(group.name + " is not a layer part");
+}
+
+Status ActionExpert::run_attention(Stream& stream, const WeightGroup& group, void* base,
+                                   const ExpertLayerContext& context) {
+  const TextConfig& x = config_.expert;
+  const int64_t s = tokens_, h = x.hidden_size, hd = x.head_dim;
   const int64_t qd = x.num_heads * hd, kvd = x.num_kv_heads * hd;
   const ExpertLayerContext& c = context;
   if (c.cache_len < 0 || c.offset < 0 || c.offset > c.cache_len) {
@@ -248,11 +264,6 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   FERRY_ASSIGN_OR_RETURN(TensorView qn, group_tensor(group, base, "q_norm", 1, hd));
   FERRY_ASSIGN_OR_RETURN(TensorView kn, group_tensor(group, base, "k_norm", 1, hd));
   FERRY_ASSIGN_OR_RETURN(TensorView wo, group_tensor(group, base, "o_proj", h, qd));
-  FERRY_ASSIGN_OR_RETURN(TensorView post,
-                         group_tensor(group, base, "post_attention_layernorm", 1, h));
-  FERRY_ASSIGN_OR_RETURN(TensorView wg, group_tensor(group, base, "gate_proj", inter, h));
-  FERRY_ASSIGN_OR_RETURN(TensorView wu, group_tensor(group, base, "up_proj", inter, h));
-  FERRY_ASSIGN_OR_RETURN(TensorView wd, group_tensor(group, base, "down_proj", h, inter));
   FERRY_RETURN_IF_ERROR(prepare_rope(stream, c.rope_pos0));
 
   Backend& b = *backend_;
@@ -299,14 +310,38 @@ Status ActionExpert::run_layer(Stream& stream, int layer, const WeightGroup& gro
   FERRY_RETURN_IF_ERROR(b.run(stream, a));
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{att, wo, {}, o}));
 
+  return {};
+}
+
+Status ActionExpert::run_gate_up(Stream& stream, const WeightGroup& group, void* base) {
+  const TextConfig& x = config_.expert;
+  const int64_t s = tokens_, h = x.hidden_size, inter = x.intermediate_size;
+  FERRY_ASSIGN_OR_RETURN(TensorView post,
+                         group_tensor(group, base, "post_attention_layernorm", 1, h));
+  FERRY_ASSIGN_OR_RETURN(TensorView wg, group_tensor(group, base, "gate_proj", inter, h));
+  FERRY_ASSIGN_OR_RETURN(TensorView wu, group_tensor(group, base, "up_proj", inter, h));
+  Backend& b = *backend_;
+  const auto eps = static_cast<float>(x.rms_norm_eps);
+  const TensorView res = residual();
+  const TensorView nrm = buffer_view(norm_, DType::f32, s, h);
+  const TensorView o = buffer_view(o_, DType::bf16, s, h);
   // MLP on the fp32 stream.
   const TensorView gu = buffer_view(gate_up_, DType::bf16, s, 2 * inter);
   const TensorView act = buffer_view(act_, DType::bf16, s, inter);
   // The attention half's residual add and the MLP's norm in one op.
   FERRY_RETURN_IF_ERROR(b.run(stream, AddRmsNorm{res, o, post, nrm, eps}));
   FERRY_RETURN_IF_ERROR(run_projections(b, stream, nrm, {wg, wu}, gu));
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, SwiGlu{gu.slice_cols(0, inter), gu.slice_cols(inter, inter), act}));
+  return b.run(stream, SwiGlu{gu.slice_cols(0, inter), gu.slice_cols(inter, inter), act});
+}
+
+Status ActionExpert::run_down(Stream& stream, const WeightGroup& group, void* base) {
+  const TextConfig& x = config_.expert;
+  const int64_t s = tokens_, h = x.hidden_size, inter = x.intermediate_size;
+  FERRY_ASSIGN_OR_RETURN(TensorView wd, group_tensor(group, base, "down_proj", h, inter));
+  Backend& b = *backend_;
+  const TensorView res = residual();
+  const TensorView o = buffer_view(o_, DType::bf16, s, h);
+  const TensorView act = buffer_view(act_, DType::bf16, s, inter);
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{act, wd, {}, o}));
   return b.run(stream, Add{res, o});
 }

@@ -72,8 +72,9 @@ class ActionExpert {
   // "expert.in": host Fourier features of (x, t_step), then the action_in_proj MLP and LayerNorm
   // into the fp32 residual stream.
   Status run_in(Stream& stream, int step, const WeightGroup& group, void* base);
-  // "expert.layers.N": one decoder layer over the 64 tokens; keys = text cache rows [0, offset)
-  // then the expert's own 64 rows. Never writes the text cache.
+  // "expert.layers.N.attn", ".gate_up", ".down" (group.part), in order: one decoder layer over
+  // the 64 tokens; keys = text cache rows [0, offset) then the expert's own 64 rows (the context
+  // matters to the attention part only). Never writes the text cache.
   Status run_layer(Stream& stream, int layer, const WeightGroup& group, void* base,
                    const ExpertLayerContext& context);
   // "expert.out": final norm, action_out_proj → velocity v (bf16), and its copy to the host.
@@ -96,6 +97,12 @@ class ActionExpert {
   uint64_t activation_bytes() const;
 
  private:
+  // The layer's parts (LayerPart): attention up to o_proj (into o_); the residual add, norm,
+  // gate|up and SwiGLU (act_); down_proj and the residual add.
+  Status run_attention(Stream& stream, const WeightGroup& group, void* base,
+                       const ExpertLayerContext& context);
+  Status run_gate_up(Stream& stream, const WeightGroup& group, void* base);
+  Status run_down(Stream& stream, const WeightGroup& group, void* base);
   ActionExpert() = default;
 
   AlpamayoConfig config_;

@@ -50,10 +50,9 @@ Result<ModelWeights> describe_alpamayo(const ModelConfig& c) {
   w.groups.push_back(std::move(in));
   for (int i = 0; i < a->expert.num_layers; ++i) {
     const std::string n = std::to_string(i);
-    FERRY_ASSIGN_OR_RETURN(
-        WeightGroup g, decoder_layer(a->expert, "expert.layers." + n, GroupKind::expert_layer, i,
-                                     "expert.layers." + n + ".", expert_dtype));
-    w.groups.push_back(std::move(g));
+    FERRY_RETURN_IF_ERROR(append_decoder_layer(w, a->expert, "expert.layers." + n,
+                                               GroupKind::expert_layer, i,
+                                               "expert.layers." + n + ".", expert_dtype));
   }
   GroupBuilder out("expert.out", GroupKind::expert_out);
   out.add("norm", "expert.norm.weight", {a->expert.hidden_size});

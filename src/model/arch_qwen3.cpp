@@ -7,29 +7,37 @@
 
 namespace ferry::arch {
 
-Result<WeightGroup> decoder_layer(const TextConfig& t, const std::string& group_name,
-                                  GroupKind kind, int layer, const std::string& prefix,
-                                  DType dtype) {
+Status append_decoder_layer(ModelWeights& w, const TextConfig& t, const std::string& layer_name,
+                            GroupKind kind, int layer, const std::string& prefix, DType dtype) {
   const int64_t h = t.hidden_size;
   const int64_t q = t.num_heads * t.head_dim;
   const int64_t kv = t.num_kv_heads * t.head_dim;
   const int64_t ff = t.intermediate_size;
-  GroupBuilder g(group_name, kind, layer);
-  // Layout order: q, k, v adjacent and gate, up adjacent, so they can later be fused.
-  g.add("input_layernorm", prefix + "input_layernorm.weight", {h});
-  g.add("q_proj", prefix + "self_attn.q_proj.weight", {q, h});
-  g.add("k_proj", prefix + "self_attn.k_proj.weight", {kv, h});
-  g.add("v_proj", prefix + "self_attn.v_proj.weight", {kv, h});
+  auto builder = [&](LayerPart part) {
+    return GroupBuilder(layer_group_name(layer_name, part), kind, layer, part);
+  };
+  // Layout order inside each part: q, k, v adjacent and gate, up adjacent, so each set is one GEMM.
+  GroupBuilder a = builder(LayerPart::attention);
+  a.add("input_layernorm", prefix + "input_layernorm.weight", {h});
+  a.add("q_proj", prefix + "self_attn.q_proj.weight", {q, h});
+  a.add("k_proj", prefix + "self_attn.k_proj.weight", {kv, h});
+  a.add("v_proj", prefix + "self_attn.v_proj.weight", {kv, h});
   if (t.qk_norm) {
-    g.add("q_norm", prefix + "self_attn.q_norm.weight", {t.head_dim});
-    g.add("k_norm", prefix + "self_attn.k_norm.weight", {t.head_dim});
+    a.add("q_norm", prefix + "self_attn.q_norm.weight", {t.head_dim});
+    a.add("k_norm", prefix + "self_attn.k_norm.weight", {t.head_dim});
   }
-  g.add("o_proj", prefix + "self_attn.o_proj.weight", {h, q});
+  a.add("o_proj", prefix + "self_attn.o_proj.weight", {h, q});
+  GroupBuilder g = builder(LayerPart::gate_up);
   g.add("post_attention_layernorm", prefix + "post_attention_layernorm.weight", {h});
   g.add("gate_proj", prefix + "mlp.gate_proj.weight", {ff, h});
   g.add("up_proj", prefix + "mlp.up_proj.weight", {ff, h});
-  g.add("down_proj", prefix + "mlp.down_proj.weight", {h, ff});
-  return std::move(g).finish(dtype);
+  GroupBuilder d = builder(LayerPart::down);
+  d.add("down_proj", prefix + "mlp.down_proj.weight", {h, ff});
+  for (GroupBuilder* b : {&a, &g, &d}) {
+    FERRY_ASSIGN_OR_RETURN(WeightGroup group, std::move(*b).finish(dtype));
+    w.groups.push_back(std::move(group));
+  }
+  return Status();
 }
 
 Status append_text_model(ModelWeights& w, const TextConfig& t, const std::string& model_prefix,
@@ -41,11 +49,9 @@ Status append_text_model(ModelWeights& w, const TextConfig& t, const std::string
   FERRY_ASSIGN_OR_RETURN(WeightGroup eg, std::move(embed).finish(dtype));
   w.groups.push_back(std::move(eg));
   for (int i = 0; i < t.num_layers; ++i) {
-    std::string n = std::to_string(i);
-    FERRY_ASSIGN_OR_RETURN(WeightGroup g,
-                           decoder_layer(t, "text.layers." + n, GroupKind::decoder_layer, i,
-                                         model_prefix + "layers." + n + ".", dtype));
-    w.groups.push_back(std::move(g));
+    const std::string n = std::to_string(i);
+    FERRY_RETURN_IF_ERROR(append_decoder_layer(w, t, "text.layers." + n, GroupKind::decoder_layer,
+                                               i, model_prefix + "layers." + n + ".", dtype));
   }
   // A tied head reads the embedding tensor: the checkpoint has no lm_head.weight.
   const std::string head_name = t.tie_word_embeddings ? embed_name : lm_head_name;

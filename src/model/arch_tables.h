@@ -15,7 +15,7 @@ namespace ferry::arch {
 // product and sum for overflow (config sizes are bounded, but the check is cheap).
 class GroupBuilder {
  public:
-  GroupBuilder(std::string name, GroupKind kind, int layer = -1);
+  GroupBuilder(std::string name, GroupKind kind, int layer = -1, LayerPart part = LayerPart::whole);
   void add(std::string local_name, std::string checkpoint_name, std::vector<int64_t> shape);
   // Rows [row0, row0 + rows) of a checkpoint tensor of `shape` (an LM head chunk).
   void add_rows(std::string local_name, std::string checkpoint_name, std::vector<int64_t> shape,
@@ -29,16 +29,17 @@ class GroupBuilder {
 // The dtype of a config's "torch_dtype"/"dtype" string.
 Result<DType> weight_dtype(const std::string& torch_dtype);
 
-// One Qwen3/Llama decoder layer (text model or action expert): the table of arch_qwen3.cpp.
+// One Qwen3/Llama decoder layer (text model or action expert), the table of arch_qwen3.cpp, as
+// its three part groups (LayerPart) "<layer_name>.attn", ".gate_up", ".down", appended to `w`.
 // `prefix` is the checkpoint prefix of the layer ("model.layers.3.").
-Result<WeightGroup> decoder_layer(const TextConfig& t, const std::string& group_name,
-                                  GroupKind kind, int layer, const std::string& prefix,
-                                  DType dtype);
+Status append_decoder_layer(ModelWeights& w, const TextConfig& t, const std::string& layer_name,
+                            GroupKind kind, int layer, const std::string& prefix, DType dtype);
 
-// "text.embed", "text.layers.N", "text.head.K" of a decoder whose module lives at `model_prefix`
+// "text.embed", "text.layers.N.<part>" (append_decoder_layer), "text.head.K" of a decoder whose
+// module lives at `model_prefix`
 // ("model." or "model.language_model."), with the head at `lm_head_name`. The head is split
-// along its rows into chunks no larger than a decoder layer (`lm_head_chunks`), so the largest
-// group a slot must hold is a layer, whatever the vocabulary.
+// along its rows into chunks no larger than a layer's largest part (`lm_head_chunks`), so the
+// largest group a slot must hold is a layer part, whatever the vocabulary.
 Status append_text_model(ModelWeights& w, const TextConfig& t, const std::string& model_prefix,
                          const std::string& lm_head_name);
 

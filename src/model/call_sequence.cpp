@@ -1,5 +1,6 @@
 #include "model/call_sequence.h"
 
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -40,9 +41,12 @@ class Builder {
     return make_error(ErrorCode::internal, "call sequence: the model has no weight group " + name);
   }
 
+  // Layers 0..layers-1 of a decoder stack, each as its three part groups in order.
   Status add_stack(const std::string& prefix, int64_t layers, Phase phase, int step) {
     for (int64_t l = 0; l < layers; ++l) {
-      FERRY_RETURN_IF_ERROR(add(prefix + std::to_string(l), phase, step));
+      for (LayerPart part : kLayerParts) {
+        FERRY_RETURN_IF_ERROR(add(layer_group_name(prefix + std::to_string(l), part), phase, step));
+      }
     }
     return {};
   }
@@ -135,18 +139,44 @@ std::optional<std::pair<std::string_view, long>> split_index(std::string_view na
   return std::make_pair(name.substr(0, i), std::stol(std::string(name.substr(i))));
 }
 
-// The group names of one step, consecutive numbered runs collapsed: "text.layers.0..35".
-std::string format_groups(const std::vector<const WeightGroup*>& groups) {
-  std::ostringstream out;
+// Group names with each decoder layer's consecutive part groups (all of them, in order) as the
+// layer's name: "text.layers.3.attn text.layers.3.gate_up text.layers.3.down" -> "text.layers.3".
+std::vector<std::string> layer_names(const std::vector<const WeightGroup*>& groups) {
+  std::vector<std::string> names;
+  constexpr size_t kParts = std::size(kLayerParts);
   size_t i = 0;
   while (i < groups.size()) {
+    const std::string_view layer = layer_of_group_name(groups[i]->name);
+    bool whole_layer = layer != groups[i]->name && i + kParts <= groups.size();
+    for (size_t k = 0; whole_layer && k < kParts; ++k) {
+      whole_layer = groups[i + k]->part == kLayerParts[k] &&
+                    layer_of_group_name(groups[i + k]->name) == layer;
+    }
+    if (whole_layer) {
+      names.emplace_back(layer);
+      i += kParts;
+    } else {
+      names.push_back(groups[i]->name);
+      ++i;
+    }
+  }
+  return names;
+}
+
+// The group names of one step, layers as one name and consecutive numbered runs collapsed:
+// "text.layers.0..35".
+std::string format_groups(const std::vector<const WeightGroup*>& groups) {
+  const std::vector<std::string> names = layer_names(groups);
+  std::ostringstream out;
+  size_t i = 0;
+  while (i < names.size()) {
     if (i > 0) out << ' ';
-    const auto first = split_index(groups[i]->name);
+    const auto first = split_index(names[i]);
     size_t j = i + 1;
     if (first) {
       long last = first->second;
-      while (j < groups.size()) {
-        const auto next = split_index(groups[j]->name);
+      while (j < names.size()) {
+        const auto next = split_index(names[j]);
         if (!next || next->first != first->first || next->second != last + 1) break;
         last = next->second;
         ++j;
@@ -157,7 +187,7 @@ std::string format_groups(const std::vector<const WeightGroup*>& groups) {
         continue;
       }
     }
-    out << groups[i]->name;
+    out << names[i];
     i = j;
   }
   return out.str();

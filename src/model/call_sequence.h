@@ -26,7 +26,8 @@ struct Call {
 };
 
 // Vision groups once (patch, blocks with each deepstack merger right after its block, the final
-// merger) when the workload has images; prefill (text.embed, text.layers.0..N-1, text.head);
+// merger) when the workload has images; prefill (text.embed, text.layers.0..N-1 each as its
+// three part groups, text.head);
 // decode_steps(config, w) times the same; Alpamayo: flow_steps times (expert.in,
 // expert.layers.0..N-1, expert.out). Fails if a group the sequence needs is missing.
 Result<std::vector<Call>> call_sequence(const ModelWeights& weights, const ModelConfig& config,

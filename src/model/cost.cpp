@@ -87,11 +87,16 @@ std::vector<CallCost> call_costs(const ModelConfig& config, const ModelWeights& 
         continue;
       }
       case GroupKind::decoder_layer: {
+        // Attention and the KV cache belong to the attention part; every part moves the
+        // residual stream's rows.
+        const bool attention = g.part == LayerPart::attention || g.part == LayerPart::whole;
         if (call.phase == Phase::prefill) {
           rows = s;
+          c.other_bytes += 2.0 * s * hidden * kBf16;
+          if (!attention) break;
           c.flops += attention_flops(s, (s + 1) / 2.0, text);  // causal: half the keys on average
-          c.other_bytes += s * kv_row_bytes(text) + 2.0 * s * hidden * kBf16;
-        } else {
+          c.other_bytes += s * kv_row_bytes(text);
+        } else if (attention) {
           const double keys = s + static_cast<double>(call.step) + 1;
           c.flops += attention_flops(1, keys, text);
           c.other_bytes += keys * kv_row_bytes(text);
@@ -107,6 +112,7 @@ std::vector<CallCost> call_costs(const ModelConfig& config, const ModelWeights& 
         break;
       case GroupKind::expert_layer: {
         rows = ar != nullptr ? static_cast<double>(ar->action_space.num_waypoints) : 64;
+        if (g.part != LayerPart::attention && g.part != LayerPart::whole) break;
         const TextConfig& e = ar != nullptr ? ar->expert : text;
         const double keys = static_cast<double>(ctx.expert_keys) + rows;
         c.flops += attention_flops(rows, keys, e);

@@ -211,6 +211,20 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   if (layer < 0 || layer >= config_.num_layers) {
     return make_error(ErrorCode::internal, "text decoder: layer out of range");
   }
+  switch (group.part) {
+    case LayerPart::attention:
+      return run_attention(stream, layer, group, base);
+    case LayerPart::gate_up:
+      return run_gate_up(stream, group, base);
+    case LayerPart::down:
+      return run_down(stream, layer, group, base);
+    case LayerPart::whole:
+      break;
+  }
+  return make_error(ErrorCode::internal, "text decoder: " + group.name + " is not a layer part");
+}
+
+Status TextDecoder::run_attention(Stream& stream, int layer, const WeightGroup& group, void* base) {
   const int64_t n = step_tokens_;
   const auto heads = static_cast<int>(config_.num_heads);
   const auto kv_heads = static_cast<int>(config_.num_kv_heads);
@@ -221,11 +235,6 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   FERRY_ASSIGN_OR_RETURN(TensorView wk, weight(group, base, "k_proj"));
   FERRY_ASSIGN_OR_RETURN(TensorView wv, weight(group, base, "v_proj"));
   FERRY_ASSIGN_OR_RETURN(TensorView wo, weight(group, base, "o_proj"));
-  FERRY_ASSIGN_OR_RETURN(TensorView ln2, weight(group, base, "post_attention_layernorm"));
-  FERRY_ASSIGN_OR_RETURN(TensorView wg, weight(group, base, "gate_proj"));
-  FERRY_ASSIGN_OR_RETURN(TensorView wu, weight(group, base, "up_proj"));
-  FERRY_ASSIGN_OR_RETURN(TensorView wd, weight(group, base, "down_proj"));
-
   const TensorView x = x_.slice_rows(0, n);
   const TensorView nm = norm_.slice_rows(0, n);
   const int64_t qdim = config_.num_heads * config_.head_dim;
@@ -279,6 +288,18 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   FERRY_RETURN_IF_ERROR(backend_->run(stream, att));
 
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{att.out, wo, {}, proj}));
+  return {};
+}
+
+Status TextDecoder::run_gate_up(Stream& stream, const WeightGroup& group, void* base) {
+  const int64_t n = step_tokens_;
+  const auto eps = static_cast<float>(config_.rms_norm_eps);
+  FERRY_ASSIGN_OR_RETURN(TensorView ln2, weight(group, base, "post_attention_layernorm"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wg, weight(group, base, "gate_proj"));
+  FERRY_ASSIGN_OR_RETURN(TensorView wu, weight(group, base, "up_proj"));
+  const TensorView x = x_.slice_rows(0, n);
+  const TensorView nm = norm_.slice_rows(0, n);
+  const TensorView proj = proj_.slice_rows(0, n);
   // The residual add and the post-attention norm in one op.
   FERRY_RETURN_IF_ERROR(backend_->run(stream, AddRmsNorm{x, proj, ln2, nm, eps}));
   const int64_t inter = config_.intermediate_size;
@@ -287,6 +308,15 @@ Status TextDecoder::run_layer(Stream& stream, int layer, const WeightGroup& grou
   FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wg, wu}, gate_up));
   FERRY_RETURN_IF_ERROR(backend_->run(
       stream, SwiGlu{gate_up.slice_cols(0, inter), gate_up.slice_cols(inter, inter), act}));
+  return {};
+}
+
+Status TextDecoder::run_down(Stream& stream, int layer, const WeightGroup& group, void* base) {
+  const int64_t n = step_tokens_;
+  FERRY_ASSIGN_OR_RETURN(TensorView wd, weight(group, base, "down_proj"));
+  const TensorView x = x_.slice_rows(0, n);
+  const TensorView act = act_.slice_rows(0, n);
+  const TensorView proj = proj_.slice_rows(0, n);
   FERRY_RETURN_IF_ERROR(backend_->run(stream, Linear{act, wd, {}, proj}));
   // The residual add of the MLP waits for the next layer's norm (or the head), except before
   // deepstack (spec §3.6), which adds to layer k's complete output, at the image rows, prefill

@@ -2,8 +2,9 @@
 // decode over one KV cache, final norm + LM head on the last position.
 //
 // One forward step: begin_step(ids, positions) (uploads ids, positions and the step's cache rows,
-// builds the rotary tables), run_embed ("text.embed"), run_layer(ℓ) ("text.layers.ℓ") for every
-// layer, run_head ("text.head"). Each enqueues ops on the stream; the group's bytes live at
+// builds the rotary tables), run_embed ("text.embed"), run_layer(ℓ) for each of layer ℓ's part
+// groups in order ("text.layers.ℓ.attn", ".gate_up", ".down") for every layer, run_head
+// ("text.head.K"). Each enqueues ops on the stream; the group's bytes live at
 // `base`, and no weight pointer is kept across calls. A prefill step may carry image embeddings
 // and deepstack features (set_visual), which apply to that step only.
 //
@@ -66,6 +67,7 @@ class TextDecoder {
   Status set_visual(Stream& stream, VisualInjection visual);
 
   Status run_embed(Stream& stream, const WeightGroup& group, void* base);
+  // One part of layer `layer` (group.part says which); the parts must come in order.
   Status run_layer(Stream& stream, int layer, const WeightGroup& group, void* base);
   Status run_head(Stream& stream, const WeightGroup& group, void* base);
 
@@ -90,6 +92,12 @@ class TextDecoder {
   // the step's visual inputs, never tracked: a replayed layer runs no host code, so state that
   // run_layer set would go stale from the second decode step on.
   bool mlp_output_pending(int layer) const;
+  // The layer's parts: the MLP output of the layer before joins the residual, attention up to
+  // o_proj (its output in proj_); the residual add, post-attention norm, gate|up and SwiGLU (act_);
+  // down_proj (proj_) and, where nothing defers it, the residual add.
+  Status run_attention(Stream& stream, int layer, const WeightGroup& group, void* base);
+  Status run_gate_up(Stream& stream, const WeightGroup& group, void* base);
+  Status run_down(Stream& stream, int layer, const WeightGroup& group, void* base);
 
   TextConfig config_;
   Backend* backend_ = nullptr;  // not owned

@@ -1,6 +1,6 @@
 // The text half of an inference: the prompt's prefill and the decode loop, driven call by call
-// ("text.embed", "text.layers.N", "text.head") by the executor. Shared by the Qwen3 and the
-// Qwen3-VL / Alpamayo runners.
+// ("text.embed", "text.layers.N.<part>", "text.head.K") by the executor. Shared by the Qwen3 and
+// the Qwen3-VL / Alpamayo runners.
 #pragma once
 
 #include <cstdint>

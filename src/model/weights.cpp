@@ -65,6 +65,34 @@ const char* group_module_name(GroupKind k) {
   return "unknown";
 }
 
+const char* layer_part_suffix(LayerPart p) {
+  switch (p) {
+    case LayerPart::whole:
+      return "";
+    case LayerPart::attention:
+      return ".attn";
+    case LayerPart::gate_up:
+      return ".gate_up";
+    case LayerPart::down:
+      return ".down";
+  }
+  return "";
+}
+
+std::string layer_group_name(std::string_view layer_name, LayerPart part) {
+  return std::string(layer_name) + layer_part_suffix(part);
+}
+
+std::string_view layer_of_group_name(std::string_view group_name) {
+  for (LayerPart p : kLayerParts) {
+    const std::string_view suffix = layer_part_suffix(p);
+    if (group_name.size() > suffix.size() && group_name.ends_with(suffix)) {
+      return group_name.substr(0, group_name.size() - suffix.size());
+    }
+  }
+  return group_name;
+}
+
 int64_t WeightSpec::numel() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -108,7 +136,8 @@ LmHeadChunks lm_head_chunks(const TextConfig& t) {
   // while they still split into a few, so the chunked head is exercised everywhere.
   const int64_t h = t.hidden_size, q = t.num_heads * t.head_dim;
   const int64_t kv = t.num_kv_heads * t.head_dim, ff = t.intermediate_size;
-  const int64_t layer = std::max(h * (2 * q + 2 * kv) + 3 * h * ff, kLmHeadChunkFloor);
+  const int64_t largest_part = std::max({h * (2 * q + 2 * kv), 2 * h * ff, h * ff});
+  const int64_t layer = std::max(largest_part, kLmHeadChunkFloor);
   const int64_t head = t.vocab_size * h;
   LmHeadChunks c;
   if (t.vocab_size <= 0 || h <= 0) return c;
@@ -147,10 +176,11 @@ const WeightGroup* ModelWeights::find(std::string_view group_name) const {
 
 namespace arch {
 
-GroupBuilder::GroupBuilder(std::string name, GroupKind kind, int layer) {
+GroupBuilder::GroupBuilder(std::string name, GroupKind kind, int layer, LayerPart part) {
   group_.name = std::move(name);
   group_.kind = kind;
   group_.layer = layer;
+  group_.part = part;
 }
 
 void GroupBuilder::add(std::string local_name, std::string checkpoint_name,

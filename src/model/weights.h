@@ -31,6 +31,22 @@ enum class GroupKind {
   expert_out,     // expert final norm + action_out_proj
 };
 const char* group_kind_name(GroupKind k);
+
+// Which part of a decoder layer a group holds. A layer is three groups, each one transfer and one
+// call, so that a streaming slot holds the largest part (the MLP's gate and up projections)
+// instead of a whole layer: the ring costs less than half the device memory, and that memory
+// keeps weights resident instead. The ops and their order are those of the whole layer, so the
+// split changes no result. Groups that are not decoder layers are `whole`.
+enum class LayerPart : uint8_t {
+  whole,
+  attention,  // input norm, q/k/v (+ q/k norms), o: the attention half up to o_proj
+  gate_up,    // post-attention norm, gate and up (one GEMM), SwiGLU
+  down,       // down_proj (and the residual add that completes the layer)
+};
+// ".attn", ".gate_up", ".down"; "" for whole.
+const char* layer_part_suffix(LayerPart p);
+inline constexpr LayerPart kLayerParts[] = {LayerPart::attention, LayerPart::gate_up,
+                                            LayerPart::down};
 // The module a group belongs to, for per-module totals: "vision", "text", "lm_head", "expert".
 const char* group_module_name(GroupKind k);
 
@@ -57,9 +73,10 @@ struct WeightSpec {
 };
 
 struct WeightGroup {
-  std::string name;  // "text.layers.3", "vision.blocks.0", "text.head.0"
+  std::string name;  // "text.layers.3.attn", "vision.blocks.0", "text.head.0"
   GroupKind kind = GroupKind::decoder_layer;
   int layer = -1;  // block index for per-layer groups; chunk index for LM head chunks
+  LayerPart part = LayerPart::whole;
   std::vector<WeightSpec> tensors;
   uint64_t bytes = 0;  // total, padded
 
@@ -82,9 +99,15 @@ struct ModelWeights {
   const WeightGroup* find(std::string_view group_name) const;
 };
 
+// The name of a decoder layer's group for `part`: "text.layers.3" + ".attn".
+std::string layer_group_name(std::string_view layer_name, LayerPart part);
+// The layer a group name belongs to: "text.layers.3.gate_up" -> "text.layers.3"; a name without a
+// part suffix is returned as it is.
+std::string_view layer_of_group_name(std::string_view group_name);
+
 // How the LM head is split along its rows: `count` chunks of `rows` rows (the last may be
-// shorter), each no larger than a decoder layer (counting q, k, v, o and the three MLP
-// matrices) or kLmHeadChunkFloor elements, whichever is larger; rows a multiple of
+// shorter), each no larger than the largest part of a decoder layer (LayerPart: q, k, v and o;
+// gate and up; down) or kLmHeadChunkFloor elements, whichever is larger; rows a multiple of
 // kLmHeadRowUnit. A function of the config alone: every plan, and
 // the all-resident run, computes the logits in the same chunks, so they are bit-identical.
 inline constexpr int64_t kLmHeadRowUnit = 64;

@@ -54,6 +54,20 @@ std::string some_group_names(const ModelWeights& weights) {
   return s;
 }
 
+// The groups a name selects: the group of that name, or, for a decoder layer's name
+// ("text.layers.3"), its part groups. Empty when there is none.
+std::vector<size_t> groups_named(const ModelWeights& weights, const std::string& name) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    if (weights.groups[i].name == name) return {i};
+  }
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    const WeightGroup& g = weights.groups[i];
+    if (g.part != LayerPart::whole && layer_of_group_name(g.name) == name) out.push_back(i);
+  }
+  return out;
+}
+
 }  // namespace
 
 uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights) {
@@ -161,15 +175,14 @@ Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<s
   std::set<std::string> seen;
   for (const std::string& name : names) {
     if (!seen.insert(name).second) return bad_plan("group " + name + " is named twice");
-    bool found = false;
-    for (size_t i = 0; i < weights.groups.size(); ++i) {
-      if (weights.groups[i].name == name) {
-        p.placement[i] = Placement::resident;
-        found = true;
-        break;
+    const std::vector<size_t> selected = groups_named(weights, name);
+    for (size_t i : selected) {
+      if (p.placement[i] == Placement::resident) {
+        return bad_plan("group " + weights.groups[i].name + " is named twice");
       }
+      p.placement[i] = Placement::resident;
     }
-    if (!found) {
+    if (selected.empty()) {
       return bad_plan("the model has no weight group '" + name + "' (its groups: " +
                       some_group_names(weights) + "; `ferry inspect` lists them all)");
     }
@@ -185,13 +198,12 @@ Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
   std::set<std::string> seen;
   for (const std::string& name : names) {
     if (!seen.insert(name).second) return bad_plan("--map: group " + name + " is named twice");
-    const auto it = std::find_if(weights.groups.begin(), weights.groups.end(),
-                                 [&](const WeightGroup& g) { return g.name == name; });
-    if (it == weights.groups.end()) {
+    const std::vector<size_t> selected = groups_named(weights, name);
+    if (selected.empty()) {
       return bad_plan("--map: the model has no weight group '" + name + "' (its groups: " +
                       some_group_names(weights) + "; `ferry inspect` lists them all)");
     }
-    plan.placement[static_cast<size_t>(it - weights.groups.begin())] = Placement::host;
+    for (size_t i : selected) plan.placement[i] = Placement::host;
   }
   const int slots = plan.slots > 0 ? plan.slots : (plan.mode == StreamMode::sequential ? 1 : 2);
   size_slots(plan, weights, slots);

@@ -89,8 +89,9 @@ std::vector<int> interleaved_layers(int k, int n);
 
 // A plan from explicit choices: the named groups resident, the embedding on the host unless
 // named, every other group streamed through `slots` slots sized to the largest streamed group
-// (sequential mode: one slot). Names are ModelWeights group names ("text.layers.3",
-// "text.head.0", "expert.in"); an unknown name is an error that lists a few known ones.
+// (sequential mode: one slot). Names are ModelWeights group names ("text.layers.3.attn",
+// "text.head.0", "expert.in"), or a decoder layer's name ("text.layers.3") for all its part
+// groups; an unknown name is an error that lists a few known ones.
 Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<std::string>& names,
                                 StreamMode mode, int slots = 2);
 

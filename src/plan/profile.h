@@ -10,7 +10,7 @@
 //    "compute": {"peak_flops": 7.9e14, "memory_bandwidth_bytes_per_s": 4.3e12},
 //    "host": {"sampling_s": 1.2e-4, "euler_s": 3e-5, "launch_s": 4e-6},
 //    "workload": {"num_images": 16, ..., "flow_steps": 10},
-//    "groups": [{"name": "text.layers.0", "bytes": 385892864, "dma_s": 0.00698,
+//    "groups": [{"name": "text.layers.0.gate_up", "bytes": 201334784, "dma_s": 0.00364,
 //                "exe_s": {"prefill": 0.0052, "decode": 0.00023}}, ...]}
 //
 // A file is hostile input: parse_profile checks every key, type and range; check_profile then

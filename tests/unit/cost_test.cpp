@@ -31,22 +31,31 @@ TEST(Cost, DecoderLayerCountsMatricesAndAttention) {
   const CostContext ctx = cost_context(f.config, f.w, 1500, 0);
   const auto costs = call_costs(f.config, f.weights, f.calls, ctx);
   ASSERT_EQ(costs.size(), f.calls.size());
-  // Qwen3-8B layer matrices: q 4096², k and v 1024·4096, o 4096², gate/up/down 3·12288·4096.
-  const double mat = 2.0 * 4096 * 4096 + 2.0 * 1024 * 4096 + 3.0 * 12288 * 4096;
+  // Qwen3-8B layer matrices by part: attention q 4096², k and v 1024·4096, o 4096²; gate|up
+  // 2·12288·4096; down 12288·4096. Attention and the KV cache belong to the attention part.
+  const double attn_mat = 2.0 * 4096 * 4096 + 2.0 * 1024 * 4096;
+  const double gate_up_mat = 2.0 * 12288 * 4096, down_mat = 12288.0 * 4096;
   const double attn_dim = 32.0 * 128;
   bool saw_prefill = false, saw_decode = false;
   for (size_t i = 0; i < f.calls.size(); ++i) {
     const WeightGroup& g = f.weights.groups[static_cast<size_t>(f.calls[i].group)];
     if (g.kind != GroupKind::decoder_layer) continue;
+    const double mat = g.part == LayerPart::attention ? attn_mat
+                       : g.part == LayerPart::gate_up ? gate_up_mat
+                                                      : down_mat;
+    const bool attention = g.part == LayerPart::attention;
     if (f.calls[i].phase == Phase::prefill) {
       saw_prefill = true;
-      EXPECT_DOUBLE_EQ(costs[i].flops, 2.0 * 1500 * mat + 4.0 * 1500 * (1501 / 2.0) * attn_dim);
+      EXPECT_DOUBLE_EQ(costs[i].flops,
+                       2.0 * 1500 * mat + (attention ? 4.0 * 1500 * (1501 / 2.0) * attn_dim : 0))
+          << g.name;
     } else if (f.calls[i].step == 1) {
       saw_decode = true;
       // Decode step 1 attends the prompt plus two tokens.
-      EXPECT_DOUBLE_EQ(costs[i].flops, 2.0 * mat + 4.0 * 1502 * attn_dim);
+      EXPECT_DOUBLE_EQ(costs[i].flops, 2.0 * mat + (attention ? 4.0 * 1502 * attn_dim : 0))
+          << g.name;
       EXPECT_GE(costs[i].weight_bytes, 2.0 * mat);
-      EXPECT_DOUBLE_EQ(costs[i].other_bytes, 1502.0 * 2 * 1024 * 2);
+      EXPECT_DOUBLE_EQ(costs[i].other_bytes, attention ? 1502.0 * 2 * 1024 * 2 : 0.0) << g.name;
     }
   }
   EXPECT_TRUE(saw_prefill);

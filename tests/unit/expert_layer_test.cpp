@@ -131,6 +131,36 @@ std::vector<float> test_x0() {
   return x;
 }
 
+// A layer's three part groups (LayerPart) over the whole layer's bytes: the same tensors at the
+// same offsets from the same base, as the weight tables split a layer.
+std::vector<WeightGroup> layer_parts(const WeightGroup& whole) {
+  const std::vector<std::vector<std::string>> names = {
+      {"input_layernorm", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "o_proj"},
+      {"post_attention_layernorm", "gate_proj", "up_proj"},
+      {"down_proj"}};
+  std::vector<WeightGroup> parts;
+  for (size_t k = 0; k < names.size(); ++k) {
+    WeightGroup g;
+    g.name = layer_group_name(whole.name, kLayerParts[k]);
+    g.kind = whole.kind;
+    g.layer = whole.layer;
+    g.part = kLayerParts[k];
+    for (const std::string& n : names[k]) g.tensors.push_back(*whole.find(n));
+    g.bytes = whole.bytes;
+    parts.push_back(std::move(g));
+  }
+  return parts;
+}
+
+// The whole layer: its parts in order.
+Status run_expert_layer(ActionExpert& ex, Stream& s, int layer, const TestGroup& g,
+                        const ExpertLayerContext& c) {
+  for (const WeightGroup& part : layer_parts(g.group)) {
+    FERRY_RETURN_IF_ERROR(ex.run_layer(s, layer, part, g.base(), c));
+  }
+  return {};
+}
+
 TEST(ExpertLayer, FourierFrequenciesOfTheRealConfig) {
   // spec §8.1: logspace(0, 2, 10) rounded to bf16.
   const std::vector<float> want = {1.0f,     1.671875f, 2.78125f, 4.65625f, 7.75f,
@@ -184,8 +214,7 @@ TEST(ExpertLayer, GroupsMatchFloat64Reference) {
   // One decoder layer over text rows [0, 7) and its own 8 rows, positions 5 +
   // j.
   const int64_t offset = 7, pos0 = 5;
-  ASSERT_TRUE(
-      ex.run_layer(s, 0, f.layers[0].group, f.layers[0].base(), f.context(offset, pos0)).ok());
+  ASSERT_TRUE(run_expert_layer(ex, s, 0, f.layers[0], f.context(offset, pos0)).ok());
   const TestGroup& L = f.layers[0];
   Mat r = e;
   const Mat n1 = rms_norm(r, kTok, kH, kH, L.get("input_layernorm"), 1e-6, true);
@@ -246,8 +275,7 @@ TEST(ExpertLayer, NeverWritesTheTextCache) {
   for (int step = 0; step < ex->num_steps(); ++step) {
     ASSERT_TRUE(ex->run_in(s, step, f.in.group, f.in.base()).ok());
     for (int l = 0; l < 2; ++l) {
-      ASSERT_TRUE(
-          ex->run_layer(s, l, f.layers[l].group, f.layers[l].base(), f.context(10, 3)).ok());
+      ASSERT_TRUE(run_expert_layer(*ex, s, l, f.layers[l], f.context(10, 3)).ok());
     }
     ASSERT_TRUE(ex->run_out(s, step, f.out.group, f.out.base()).ok());
     ASSERT_TRUE(ex->finish_step(s, step).ok());
@@ -268,8 +296,8 @@ std::vector<float> run_all(Fixture& f, uint64_t seed, int64_t offset, int64_t po
   for (int step = 0; step < ex->num_steps(); ++step) {
     EXPECT_TRUE(ex->run_in(*f.stream, step, f.in.group, f.in.base()).ok());
     for (int l = 0; l < 2; ++l) {
-      EXPECT_TRUE(ex->run_layer(*f.stream, l, f.layers[l].group, f.layers[l].base(),
-                                f.context(offset, pos0 + step * pos0_per_step))
+      EXPECT_TRUE(run_expert_layer(*ex, *f.stream, l, f.layers[l],
+                                   f.context(offset, pos0 + step * pos0_per_step))
                       .ok());
     }
     EXPECT_TRUE(ex->run_out(*f.stream, step, f.out.group, f.out.base()).ok());
@@ -309,14 +337,24 @@ TEST(ExpertLayer, BadContextIsAnErrorNotAnAbort) {
   auto ex = ActionExpert::create(f.cfg, *f.backend);
   ASSERT_TRUE(ex.ok());
   ex->begin(1);
-  ExpertLayerContext c = f.context(11, 0);  // offset > cache_len
-  EXPECT_EQ(ex->run_layer(*f.stream, 0, f.layers[0].group, f.layers[0].base(), c).error().code,
+  const WeightGroup attention = layer_parts(f.layers[0].group)[0];
+  // The good context passes: what fails below fails for the reason named.
+  EXPECT_TRUE(ex->run_layer(*f.stream, 0, attention, f.layers[0].base(), f.context(7, 0)).ok());
+  ASSERT_TRUE(f.backend->synchronize(*f.stream).ok());  // its ops read the expert's buffers
+  ExpertLayerContext c = f.context(11, 0);              // offset > cache_len
+  EXPECT_EQ(ex->run_layer(*f.stream, 0, attention, f.layers[0].base(), c).error().code,
             ErrorCode::invalid_argument);
   c = f.context(7, 0);
   c.cache_len = 20;  // more rows than the view holds
-  EXPECT_FALSE(ex->run_layer(*f.stream, 0, f.layers[0].group, f.layers[0].base(), c).ok());
-  EXPECT_EQ(ex->run_layer(*f.stream, 0, f.out.group, f.out.base(), f.context(7, 0)).error().code,
-            ErrorCode::format);
+  EXPECT_FALSE(ex->run_layer(*f.stream, 0, attention, f.layers[0].base(), c).ok());
+  // A group that is not one part of a layer is refused.
+  EXPECT_FALSE(
+      ex->run_layer(*f.stream, 0, f.layers[0].group, f.layers[0].base(), f.context(7, 0)).ok());
+  WeightGroup out_as_attention = f.out.group;  // tensors missing: a format error
+  out_as_attention.part = LayerPart::attention;
+  EXPECT_EQ(
+      ex->run_layer(*f.stream, 0, out_as_attention, f.out.base(), f.context(7, 0)).error().code,
+      ErrorCode::format);
   EXPECT_FALSE(ex->run_in(*f.stream, 3, f.in.group, f.in.base()).ok());  // only 3 steps
 }
 

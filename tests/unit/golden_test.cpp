@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
@@ -235,7 +236,9 @@ TEST(Golden, GraphsOnAndOffGiveTheSameBits) {
     EXPECT_EQ(a->logits_hash, b->logits_hash);
     EXPECT_EQ(a->actions_hash, b->actions_hash);
 
-    const int64_t layers = m.config().text().num_layers;
+    // Every layer is three part groups (LayerPart), each a call of its own.
+    const int64_t parts = static_cast<int64_t>(std::size(kLayerParts));
+    const int64_t layers = m.config().text().num_layers * parts;
     const auto decode = static_cast<size_t>(Phase::decode);
     const int64_t head_chunks = lm_head_chunks(m.config().text()).count;
     const int64_t steps = b->times.calls[decode] / (layers + 1 + head_chunks);  // embed, ..., head
@@ -246,7 +249,7 @@ TEST(Golden, GraphsOnAndOffGiveTheSameBits) {
     EXPECT_EQ(b->times.replayed[decode], 0);
     if (vision) {
       const auto expert = static_cast<size_t>(Phase::expert);
-      const int64_t xl = m.config().alpamayo()->expert.num_layers;
+      const int64_t xl = m.config().alpamayo()->expert.num_layers * parts;
       EXPECT_EQ(a->times.recorded[expert], xl);
       EXPECT_EQ(a->times.replayed[expert], xl * (w.flow_steps - 1));
     }

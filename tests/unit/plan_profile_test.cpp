@@ -192,7 +192,7 @@ TEST(PlanProfile, EstimateFromTheCostModel) {
     EXPECT_GT(*exe, 0);
   }
   // The prefill layer computes many tokens, a decode call one: prefill costs more.
-  const GroupProfile* l0 = p->find("text.layers.0");
+  const GroupProfile* l0 = p->find("text.layers.0.attn");
   ASSERT_NE(l0, nullptr);
   EXPECT_GT(*l0->exe_s[phase_index(Phase::prefill)], *l0->exe_s[phase_index(Phase::decode)]);
   // The round trip of an estimate parses.

@@ -43,10 +43,13 @@ TEST(Plan, ResidentListStreamsTheRestAndKeepsTheEmbeddingOnTheHost) {
   auto p = plan_with_resident(w, {"text.layers.0", "vision.patch"}, StreamMode::pipelined);
   ASSERT_TRUE(p.ok()) << p.error().message;
   const Plan& plan = p.value();
-  EXPECT_EQ(plan.placement[index_of(w, "text.layers.0")], Placement::resident);
+  // A layer's name selects its three part groups.
+  for (const char* part : {"text.layers.0.attn", "text.layers.0.gate_up", "text.layers.0.down"}) {
+    EXPECT_EQ(plan.placement[index_of(w, part)], Placement::resident) << part;
+  }
   EXPECT_EQ(plan.placement[index_of(w, "vision.patch")], Placement::resident);
   EXPECT_EQ(plan.placement[index_of(w, "text.embed")], Placement::host);
-  EXPECT_EQ(plan.placement[index_of(w, "text.layers.1")], Placement::streamed);
+  EXPECT_EQ(plan.placement[index_of(w, "text.layers.1.attn")], Placement::streamed);
   EXPECT_EQ(plan.slots, 2);
   EXPECT_GE(plan.slot_bytes, largest_streamed_group(plan, w));
   EXPECT_EQ(plan.slot_bytes % kGroupAlignment, 0u);
@@ -66,6 +69,14 @@ TEST(Plan, UnknownOrRepeatedGroupIsAnError) {
   EXPECT_NE(p.error().message.find("text.layers.99"), std::string::npos);
   auto twice = plan_with_resident(w, {"text.layers.0", "text.layers.0"}, StreamMode::pipelined);
   EXPECT_FALSE(twice.ok());
+  // A part named beside its whole layer is named twice too.
+  EXPECT_FALSE(
+      plan_with_resident(w, {"text.layers.0", "text.layers.0.down"}, StreamMode::pipelined).ok());
+  // One part alone: only that part.
+  const Plan part = plan_with_resident(w, {"text.layers.0.down"}, StreamMode::pipelined).value();
+  EXPECT_EQ(part.placement[index_of(w, "text.layers.0.down")], Placement::resident);
+  EXPECT_EQ(part.placement[index_of(w, "text.layers.0.attn")], Placement::streamed);
+  EXPECT_FALSE(plan_with_resident(w, {"text.layers.0.mlp"}, StreamMode::pipelined).ok());
 }
 
 TEST(Plan, ValidationCatchesInconsistentSlots) {
@@ -78,7 +89,7 @@ TEST(Plan, ValidationCatchesInconsistentSlots) {
   one.slots = 1;
   EXPECT_FALSE(validate_plan(one, w).ok());
   Plan host_layer = p;  // the map path: any group may be read in place
-  host_layer.placement[static_cast<size_t>(index_of(w, "text.layers.0"))] = Placement::host;
+  host_layer.placement[static_cast<size_t>(index_of(w, "text.layers.0.gate_up"))] = Placement::host;
   EXPECT_TRUE(validate_plan(host_layer, w).ok());
   Plan all = all_resident_plan(w);
   EXPECT_TRUE(validate_plan(all, w).ok());

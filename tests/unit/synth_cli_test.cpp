@@ -214,7 +214,8 @@ TEST(InspectReport, TableGroupsAndBindingProblems) {
   EXPECT_EQ(r.architecture, "qwen3");
   EXPECT_NE(r.binding.find("tensor lm_head.weight: missing"), std::string::npos) << r.binding;
   EXPECT_NE(r.binding.find("tensor extra.thing.weight: unexpected"), std::string::npos);
-  ASSERT_EQ(r.groups.size(), 1 + 4 + 1 + 1u);  // embed, 4 layers, head (norm only), extra.thing
+  // embed, 4 layers of 3 part groups, head (norm only), extra.thing
+  ASSERT_EQ(r.groups.size(), 1 + 4 * 3 + 1 + 1u);
   EXPECT_EQ(r.groups.back().name, "extra.thing");
   EXPECT_EQ(r.groups.back().module, "extra.thing");
   EXPECT_EQ(r.total_params, w.total_params() - 151'936LL * 64 + 3);

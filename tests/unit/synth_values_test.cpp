@@ -86,8 +86,8 @@ TEST(SynthValues, InitPerRole) {
     EXPECT_NE(s, nullptr) << local;
     return synth_init(*g, *s);
   };
-  EXPECT_TRUE(init_of("text.layers.0", "input_layernorm").ones);
-  EXPECT_TRUE(init_of("text.layers.0", "q_norm").ones);
+  EXPECT_TRUE(init_of("text.layers.0.attn", "input_layernorm").ones);
+  EXPECT_TRUE(init_of("text.layers.0.attn", "q_norm").ones);
   EXPECT_TRUE(init_of("text.head.0", "norm").ones);
   EXPECT_TRUE(init_of("vision.blocks.1", "norm1.weight").ones);
   EXPECT_TRUE(init_of("expert.in", "trunk.2.weight").ones);
@@ -99,7 +99,7 @@ TEST(SynthValues, InitPerRole) {
   EXPECT_FLOAT_EQ(init_of("vision.patch", "proj.weight").std, 1.0f / std::sqrt(1536.0f));
   EXPECT_FLOAT_EQ(init_of("text.head.0", "lm_head").std, 1.0f / 8.0f);
 
-  const WeightGroup* g = w.find("text.layers.0");
+  const WeightGroup* g = w.find("text.layers.0.attn");
   const WeightSpec* norm = g->find("input_layernorm");
   auto ones = fill_bf16(3, 0, *norm, synth_init(*g, *norm));
   for (float x : ones) EXPECT_EQ(x, 1.0f);

@@ -16,10 +16,19 @@ WeightGroup group(std::string name, GroupKind kind, int layer = -1) {
   return g;
 }
 
+// A decoder layer as the tables make it: three part groups.
+void add_layer(ModelWeights& w, const std::string& name, GroupKind kind, int layer) {
+  for (LayerPart part : kLayerParts) {
+    WeightGroup g = group(layer_group_name(name, part), kind, layer);
+    g.part = part;
+    w.groups.push_back(std::move(g));
+  }
+}
+
 void add_text_groups(ModelWeights& w, int layers) {
   w.groups.push_back(group("text.embed", GroupKind::embedding));
   for (int l = 0; l < layers; ++l) {
-    w.groups.push_back(group("text.layers." + std::to_string(l), GroupKind::decoder_layer, l));
+    add_layer(w, "text.layers." + std::to_string(l), GroupKind::decoder_layer, l);
   }
   w.groups.push_back(group("text.head", GroupKind::lm_head));
 }
@@ -57,7 +66,7 @@ ModelWeights alpamayo_weights(int text_layers, int vision_depth, int expert_laye
   add_text_groups(w, text_layers);
   w.groups.push_back(group("expert.in", GroupKind::expert_in));
   for (int l = 0; l < expert_layers; ++l) {
-    w.groups.push_back(group("expert.layers." + std::to_string(l), GroupKind::expert_layer, l));
+    add_layer(w, "expert.layers." + std::to_string(l), GroupKind::expert_layer, l);
   }
   w.groups.push_back(group("expert.out", GroupKind::expert_out));
   return w;
@@ -71,16 +80,19 @@ TEST(TextCallSequence, Qwen3CountsPerGroup) {
   wl.gen_tokens = 5;
   auto calls = call_sequence(w, qwen3_config(3), wl);
   ASSERT_TRUE(calls.ok()) << calls.error().to_string();
-  // Prefill plus gen_tokens - 1 decode forwards, each embed + 3 layers + head.
-  EXPECT_EQ(calls->size(), 5u * 5u);
+  // Prefill plus gen_tokens - 1 decode forwards, each embed + 3 layers of 3 parts + head.
+  EXPECT_EQ(calls->size(), 5u * 11u);
   auto counts = calls_per_group(*calls, w);
   EXPECT_EQ(counts["text.embed"], 5);
-  EXPECT_EQ(counts["text.layers.2"], 5);
+  EXPECT_EQ(counts["text.layers.2.attn"], 5);
+  EXPECT_EQ(counts["text.layers.2.down"], 5);
   EXPECT_EQ(counts["text.head"], 5);
   EXPECT_EQ((*calls)[0], (Call{0, Phase::prefill, 0}));
-  EXPECT_EQ((*calls)[4], (Call{4, Phase::prefill, 0}));
-  EXPECT_EQ((*calls)[5], (Call{0, Phase::decode, 0}));
-  EXPECT_EQ(calls->back(), (Call{4, Phase::decode, 3}));
+  // Each layer's parts in order: attention, gate|up, down.
+  for (int k = 1; k <= 9; ++k) EXPECT_EQ((*calls)[k], (Call{k, Phase::prefill, 0}));
+  EXPECT_EQ((*calls)[10], (Call{10, Phase::prefill, 0}));
+  EXPECT_EQ((*calls)[11], (Call{0, Phase::decode, 0}));
+  EXPECT_EQ(calls->back(), (Call{10, Phase::decode, 3}));
 }
 
 TEST(TextCallSequence, AlpamayoOrderAndCounts) {
@@ -100,9 +112,10 @@ TEST(TextCallSequence, AlpamayoOrderAndCounts) {
   EXPECT_EQ(counts["vision.deepstack.1"], 1);
   EXPECT_EQ(counts["vision.merger"], 1);
   // Prefill + gen_tokens decode forwards (the extra one writes <|traj_future_start|>'s KV).
-  EXPECT_EQ(counts["text.layers.1"], 1 + 3);
+  EXPECT_EQ(counts["text.layers.1.gate_up"], 1 + 3);
   EXPECT_EQ(counts["expert.in"], 4);
-  EXPECT_EQ(counts["expert.layers.0"], 4);
+  EXPECT_EQ(counts["expert.layers.0.attn"], 4);
+  EXPECT_EQ(counts["expert.layers.0.down"], 4);
   EXPECT_EQ(counts["expert.out"], 4);
   // Vision: patch, b0, b1, ds0, b2, b3, ds1, merger.
   std::vector<std::string> vision;
@@ -137,7 +150,9 @@ TEST(TextCallSequence, NoImagesSkipsVision) {
     EXPECT_NE(c.phase, Phase::vision);
     if (c.phase == Phase::prefill) prefill.push_back(w.groups[static_cast<size_t>(c.group)].name);
   }
-  const std::vector<std::string> expected = {"text.embed", "text.layers.0", "text.head"};
+  const std::vector<std::string> expected = {"text.embed", "text.layers.0.attn",
+                                             "text.layers.0.gate_up", "text.layers.0.down",
+                                             "text.head"};
   EXPECT_EQ(prefill, expected);
 }
 
@@ -158,7 +173,25 @@ TEST(TextCallSequence, RejectsBadWorkloads) {
   wl.num_images = 0;
   auto r = call_sequence(partial, qwen3_config(1), wl);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message.find("text.layers.0"), std::string::npos);
+  EXPECT_NE(r.error().message.find("text.layers.0.attn"), std::string::npos);
+}
+
+TEST(TextCallSequence, FormatShowsWholeLayersAsOneNameAndPartialOnesPartByPart) {
+  ModelWeights w;
+  add_text_groups(w, 2);
+  Workload wl;
+  wl.prompt_tokens = 4;
+  wl.gen_tokens = 1;
+  const std::vector<Call> calls = call_sequence(w, qwen3_config(2), wl).value();
+  const std::string text = format_call_sequence(calls, w);
+  EXPECT_NE(text.find(": text.embed text.layers.0..1 text.head"), std::string::npos) << text;
+  // A sequence that holds only some of a layer's parts names them.
+  const std::vector<Call> partial = {Call{0, Phase::prefill, 0}, Call{1, Phase::prefill, 0},
+                                     Call{2, Phase::prefill, 0}, Call{4, Phase::prefill, 0}};
+  const std::string p = format_call_sequence(partial, w);
+  EXPECT_NE(p.find("text.embed text.layers.0.attn text.layers.0.gate_up text.layers.1.attn"),
+            std::string::npos)
+      << p;
 }
 
 }  // namespace

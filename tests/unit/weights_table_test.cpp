@@ -1,6 +1,7 @@
 // The per-architecture name tables: group order, names, layout, parameter counts, binding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -50,12 +51,25 @@ TEST(WeightsTable, Qwen3_8BParameterCount) {
   // Qwen3-8B: 8.19B parameters (model card), untied embedding and head.
   EXPECT_EQ(w.total_params(), 2 * 151'936LL * 4096 + 36LL * 192'946'432 + 4096);
   EXPECT_NEAR(static_cast<double>(w.total_params()), 8.19e9, 0.005e9);
-  // embed, 36 layers, the head in 4 row chunks (each no larger than a layer).
-  ASSERT_EQ(w.groups.size(), 41u);
+  // embed, 36 layers of 3 parts, the head in 7 row chunks, each no larger than a layer's
+  // largest part (gate|up: 2 x 12288 x 4096 = 100.7M elements; 151936 x 4096 = 622.3M -> 7).
+  ASSERT_EQ(w.groups.size(), 1u + 36 * 3 + 7);
   EXPECT_EQ(w.groups.front().name, "text.embed");
-  EXPECT_EQ(w.groups[1].name, "text.layers.0");
-  EXPECT_EQ(w.groups[37].name, "text.head.0");
-  EXPECT_EQ(w.groups.back().name, "text.head.3");
+  EXPECT_EQ(w.groups[1].name, "text.layers.0.attn");
+  EXPECT_EQ(w.groups[2].name, "text.layers.0.gate_up");
+  EXPECT_EQ(w.groups[3].name, "text.layers.0.down");
+  EXPECT_EQ(w.groups[109].name, "text.head.0");
+  EXPECT_EQ(w.groups.back().name, "text.head.6");
+  uint64_t largest_part = 0;
+  for (const WeightGroup& g : w.groups) {
+    if (g.kind == GroupKind::decoder_layer) largest_part = std::max(largest_part, g.bytes);
+  }
+  EXPECT_EQ(largest_part, uint64_t{2} * 12288 * 4096 * 2 + 4096 * 2);
+  for (const WeightGroup& g : w.groups) {
+    if (g.kind == GroupKind::lm_head) {
+      EXPECT_LE(g.bytes, largest_part) << g.name;
+    }
+  }
   EXPECT_EQ(w.groups.back().find("lm_head")->checkpoint_name, "lm_head.weight");
 }
 
@@ -72,44 +86,62 @@ TEST(WeightsTable, GroupsAreInExecutionOrderWithDeepstackAfterItsBlock) {
   EXPECT_EQ(at("vision.deepstack.2"), at("vision.blocks.24") + 1);
   EXPECT_EQ(at("vision.merger"), at("vision.blocks.26") + 1);
   EXPECT_EQ(at("text.embed"), at("vision.merger") + 1);
-  EXPECT_EQ(at("text.layers.0"), at("text.embed") + 1);
-  EXPECT_EQ(at("text.head.0"), at("text.layers.35") + 1);
-  EXPECT_EQ(at("expert.in"), at("text.head.3") + 1);
-  EXPECT_EQ(at("expert.layers.0"), at("expert.in") + 1);
-  EXPECT_EQ(at("expert.out"), at("expert.layers.35") + 1);
+  EXPECT_EQ(at("text.layers.0.attn"), at("text.embed") + 1);
+  EXPECT_EQ(at("text.layers.0.gate_up"), at("text.layers.0.attn") + 1);
+  EXPECT_EQ(at("text.layers.0.down"), at("text.layers.0.gate_up") + 1);
+  EXPECT_EQ(at("text.layers.1.attn"), at("text.layers.0.down") + 1);
+  EXPECT_EQ(at("text.head.0"), at("text.layers.35.down") + 1);
+  EXPECT_EQ(at("expert.in"), at("text.head.6") + 1);
+  EXPECT_EQ(at("expert.layers.0.attn"), at("expert.in") + 1);
+  EXPECT_EQ(at("expert.out"), at("expert.layers.35.down") + 1);
   EXPECT_EQ(names.back(), "expert.out");
-  EXPECT_EQ(names.size(), 1u + 27 + 3 + 1 + 1 + 36 + 4 + 1 + 36 + 1);
+  EXPECT_EQ(names.size(), 1u + 27 + 3 + 1 + 1 + 36 * 3 + 7 + 1 + 36 * 3 + 1);
   std::set<std::string> unique(names.begin(), names.end());
   EXPECT_EQ(unique.size(), names.size());
 }
 
 TEST(WeightsTable, DecoderLayerLayoutAndNames) {
   ModelWeights w = describe("alpamayo-r1-10b");
-  const WeightGroup* g = w.find("text.layers.3");
-  ASSERT_NE(g, nullptr);
-  EXPECT_EQ(g->kind, GroupKind::decoder_layer);
-  EXPECT_EQ(g->layer, 3);
+  // A layer is three groups: attention, gate|up, down (LayerPart), in that order.
   std::vector<std::string> locals;
-  for (const auto& t : g->tensors) locals.push_back(t.local_name);
+  for (LayerPart part : kLayerParts) {
+    const WeightGroup* p = w.find(layer_group_name("text.layers.3", part));
+    ASSERT_NE(p, nullptr) << layer_part_suffix(part);
+    EXPECT_EQ(p->kind, GroupKind::decoder_layer);
+    EXPECT_EQ(p->layer, 3);
+    EXPECT_EQ(p->part, part);
+    EXPECT_EQ(layer_of_group_name(p->name), "text.layers.3");
+    for (const auto& t : p->tensors) locals.push_back(t.local_name);
+  }
   EXPECT_EQ(locals,
             (std::vector<std::string>{"input_layernorm", "q_proj", "k_proj", "v_proj", "q_norm",
                                       "k_norm", "o_proj", "post_attention_layernorm", "gate_proj",
                                       "up_proj", "down_proj"}));
+  const WeightGroup* g = w.find("text.layers.3.attn");
+  const WeightGroup* mlp = w.find("text.layers.3.gate_up");
+  const WeightGroup* down = w.find("text.layers.3.down");
+  ASSERT_TRUE(g != nullptr && mlp != nullptr && down != nullptr);
+  EXPECT_EQ(down->tensors.size(), 1u);
   const WeightSpec* q = g->find("q_proj");
   EXPECT_EQ(q->checkpoint_name, "vlm.model.language_model.layers.3.self_attn.q_proj.weight");
   EXPECT_EQ(q->shape, (std::vector<int64_t>{4096, 4096}));
   EXPECT_EQ(g->find("k_proj")->shape, (std::vector<int64_t>{1024, 4096}));
-  EXPECT_EQ(g->find("down_proj")->shape, (std::vector<int64_t>{4096, 12288}));
+  EXPECT_EQ(down->find("down_proj")->shape, (std::vector<int64_t>{4096, 12288}));
+  // gate and up adjacent, so that they are one GEMM.
+  EXPECT_EQ(mlp->find("up_proj")->offset,
+            mlp->find("gate_proj")->offset + mlp->find("gate_proj")->bytes);
   EXPECT_EQ(g->find("k_norm")->checkpoint_name,
             "vlm.model.language_model.layers.3.self_attn.k_norm.weight");
 
-  const WeightGroup* e = w.find("expert.layers.35");
+  const WeightGroup* e = w.find("expert.layers.35.attn");
+  const WeightGroup* eg = w.find("expert.layers.35.gate_up");
   ASSERT_NE(e, nullptr);
+  ASSERT_NE(eg, nullptr);
   EXPECT_EQ(e->kind, GroupKind::expert_layer);
   EXPECT_EQ(e->find("q_proj")->checkpoint_name, "expert.layers.35.self_attn.q_proj.weight");
   EXPECT_EQ(e->find("q_proj")->shape, (std::vector<int64_t>{2048, 2048}));
   EXPECT_EQ(e->find("k_proj")->shape, (std::vector<int64_t>{1024, 2048}));
-  EXPECT_EQ(e->find("gate_proj")->shape, (std::vector<int64_t>{8256, 2048}));
+  EXPECT_EQ(eg->find("gate_proj")->shape, (std::vector<int64_t>{8256, 2048}));
 }
 
 TEST(WeightsTable, VisionAndExpertGroupNames) {
@@ -194,7 +226,7 @@ TEST(WeightsTable, OffsetsAreAlignedAndNonOverlapping) {
 
 TEST(WeightsTable, ViewsPointAtTheirOffsets) {
   ModelWeights w = describe("qwen3-tiny");
-  const WeightGroup* g = w.find("text.layers.1");
+  const WeightGroup* g = w.find("text.layers.1.attn");
   ASSERT_NE(g, nullptr);
   std::vector<std::byte> buf(g->bytes);
   TensorView k = g->view(buf.data(), "k_proj");
@@ -212,9 +244,10 @@ TEST(WeightsTable, LlamaHasNoQkNorm) {
   std::get<TextConfig>(c.body).qk_norm = false;
   auto w = describe_weights(c);
   ASSERT_TRUE(w.ok());
-  const WeightGroup* g = w->find("text.layers.0");
+  const WeightGroup* g = w->find("text.layers.0.attn");
+  ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->find("q_norm"), nullptr);
-  EXPECT_EQ(g->tensors.size(), 9u);
+  EXPECT_EQ(g->tensors.size(), 5u);  // input norm, q, k, v, o
 }
 
 TEST(WeightsTable, TiedHeadReadsTheEmbedding) {
@@ -304,8 +337,9 @@ namespace ferry {
 namespace {
 
 // The LM head's row chunks cover the vocabulary exactly once, in order, each no larger than a
-// decoder layer (or the floor), rows a multiple of the unit; chunk 0 alone carries the norm.
-TEST(WeightsTable, LmHeadChunksCoverTheVocabularyAndFitALayer) {
+// decoder layer's largest part (or the floor), rows a multiple of the unit; chunk 0 alone carries
+// the norm.
+TEST(WeightsTable, LmHeadChunksCoverTheVocabularyAndFitALayerPart) {
   for (const char* name : {"alpamayo-r1-10b", "qwen3-8b", "qwen3-tiny", "alpamayo-tiny"}) {
     SCOPED_TRACE(name);
     const ModelConfig c = preset(name).value();
@@ -338,11 +372,12 @@ TEST(WeightsTable, LmHeadChunksCoverTheVocabularyAndFitALayer) {
     }
     EXPECT_EQ(next_row, t.vocab_size);
   }
-  // The real model: four chunks of 38976 rows (the last 38769), each ~319 MB < a 386 MB layer.
+  // The real model: seven chunks of 22272 rows (the last 22065), each ~182 MB < the 201 MB
+  // gate|up part (637.7M elements of head over 100.7M per part: 6.3, so 7 chunks).
   const ModelWeights ar = describe_weights(preset("alpamayo-r1-10b").value()).value();
-  EXPECT_EQ(ar.find("text.head.0")->find("lm_head")->shape[0], 38976);
-  EXPECT_EQ(ar.find("text.head.3")->find("lm_head")->shape[0], 155697 - 3 * 38976);
-  EXPECT_EQ(ar.find("text.head.4"), nullptr);
+  EXPECT_EQ(ar.find("text.head.0")->find("lm_head")->shape[0], 22272);
+  EXPECT_EQ(ar.find("text.head.6")->find("lm_head")->shape[0], 155697 - 6 * 22272);
+  EXPECT_EQ(ar.find("text.head.7"), nullptr);
 }
 
 }  // namespace
