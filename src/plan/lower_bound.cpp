@@ -78,26 +78,45 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
   LowerBound lb;
   for (size_t i = 0; i < s.calls.size(); ++i) lb.compute_s += s.exe_s[i] + s.host_after_s[i];
 
-  uint64_t copyable = 0, traffic = 0, smallest = std::numeric_limits<uint64_t>::max();
-  std::vector<KnapsackItem> items;  // value: the traffic a group avoids when resident
+  uint64_t copyable = 0;
+  std::vector<uint64_t> sizes;  // distinct sizes of the groups that can stream
   for (size_t g = 0; g < s.group_count(); ++g) {
     if (s.host_allowed[g]) continue;
     copyable += s.bytes[g];
-    if (s.bytes[g] > 0) smallest = std::min(smallest, s.bytes[g]);
-    const uint64_t calls = static_cast<uint64_t>(s.calls_of[g]);
     uint64_t value = 0;
-    if (__builtin_mul_overflow(s.bytes[g], calls, &value) ||
-        __builtin_add_overflow(traffic, value, &traffic) || traffic > (uint64_t{1} << 53)) {
+    if (__builtin_mul_overflow(s.bytes[g], static_cast<uint64_t>(s.calls_of[g]), &value) ||
+        value > (uint64_t{1} << 53) / std::max<size_t>(1, s.group_count())) {
       return make_error(ErrorCode::invalid_argument,
                         "lower bound: the traffic of one inference is beyond 2^53 bytes");
     }
-    if (value > 0) items.push_back({s.bytes[g], static_cast<double>(value)});
+    if (s.bytes[g] > 0) sizes.push_back(s.bytes[g]);
   }
-  if (copyable > weight_budget && !items.empty()) {
-    // Values are whole numbers below 2^53: exact in a double.
-    const uint64_t room = weight_budget - std::min(weight_budget, smallest);
-    const KnapsackResult best = solve_knapsack(items, room, /*round_up=*/false, kKnapsackUnits);
-    lb.min_link_bytes = traffic - std::min(traffic, static_cast<uint64_t>(best.value));
+  if (copyable > weight_budget) {
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    const uint64_t slots = allow_sequential ? 1 : 2;
+    uint64_t least = std::numeric_limits<uint64_t>::max();
+    for (uint64_t t : sizes) {  // t: the largest streamed group's size
+      uint64_t forced = slots * align_group_bytes(t), traffic = 0;
+      std::vector<KnapsackItem> items;  // value: the traffic a group avoids when resident
+      for (size_t g = 0; g < s.group_count(); ++g) {
+        if (s.host_allowed[g]) continue;
+        const uint64_t value = s.bytes[g] * static_cast<uint64_t>(s.calls_of[g]);
+        if (s.bytes[g] > t) {
+          forced += s.bytes[g];
+        } else {
+          traffic += value;
+          if (value > 0) items.push_back({s.bytes[g], static_cast<double>(value)});
+        }
+      }
+      if (forced > weight_budget) continue;  // larger groups and the slot do not fit
+      // Values are whole numbers below 2^53: exact in a double.
+      const KnapsackResult best =
+          solve_knapsack(items, weight_budget - forced, /*round_up=*/false, kKnapsackUnits);
+      least = std::min(least, traffic - std::min(traffic, static_cast<uint64_t>(best.value)));
+    }
+    // smallest_working_budget passed, so some t fits.
+    lb.min_link_bytes = least == std::numeric_limits<uint64_t>::max() ? 0 : least;
   }
   lb.link_s = static_cast<double>(lb.min_link_bytes) / s.link_bytes_per_s;
   lb.total_s = std::max(lb.compute_s, lb.link_s);

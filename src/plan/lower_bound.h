@@ -8,13 +8,15 @@
 // min_link_bytes is a relaxation of the real problem, so it never exceeds what the best plan
 // moves:
 //   - If every group that may not stay on the host fits, nothing has to cross: 0.
-//   - Otherwise some group streams, through at least one slot of at least the smallest group,
-//     so residents get at most budget - (smallest group). Residents are then chosen by a 0/1
-//     knapsack that maximizes the traffic they avoid (bytes × calls) within that room, with
-//     sizes rounded down and the room rounded down to a unit of room/4096 (rounding sizes down
-//     only lets more fit). The bytes that remain are the bound.
-//   It ignores that a slot must hold the largest streamed group, that pipelining wants two
-//   slots, and that the link may idle (copy waits for a free slot), all of which only add.
+//   - Otherwise some group streams. Any plan has a largest streamed group, of some size t among
+//     the groups' sizes; every larger group is resident, and at least one slot (two without
+//     sequential mode) holds t bytes. For each t, residents among the groups of at most t bytes
+//     are chosen by a 0/1 knapsack that maximizes the traffic they avoid (bytes × calls) within
+//     budget - (larger groups) - slots × t, with sizes rounded down and the room rounded down to
+//     a unit of room/4096 (rounding sizes down only lets more fit). The bound is the least
+//     traffic over t.
+//   It ignores that pipelining wants two slots when sequential mode is allowed, and that the
+//   link may idle (copy waits for a free slot), which only add.
 #pragma once
 
 #include <cstdint>

@@ -14,30 +14,32 @@ namespace {
 using testing::Toy;
 using testing::ToyBuilder;
 
-// Fewest bytes over the link by brute force: every resident subset within budget - smallest
-// group (the relaxation's room), or nothing when every copyable group fits.
+// Fewest bytes over the link by brute force: every resident subset that fits beside one slot of
+// its largest streamed group (the relaxation), or nothing when every copyable group fits.
 uint64_t brute_min_bytes(const Schedule& s, uint64_t budget) {
   std::vector<size_t> groups;
-  uint64_t all = 0, smallest = std::numeric_limits<uint64_t>::max();
+  uint64_t all = 0;
   for (size_t g = 0; g < s.group_count(); ++g) {
     if (s.host_allowed[g]) continue;
     groups.push_back(g);
     all += s.bytes[g];
-    smallest = std::min(smallest, s.bytes[g]);
   }
   if (all <= budget) return 0;
   uint64_t best = std::numeric_limits<uint64_t>::max();
   for (uint64_t mask = 0; mask < (uint64_t{1} << groups.size()); ++mask) {
-    uint64_t resident = 0, traffic = 0;
+    uint64_t resident = 0, traffic = 0, largest = 0;
     for (size_t i = 0; i < groups.size(); ++i) {
       const size_t g = groups[i];
       if ((mask >> i) & 1u) {
         resident += s.bytes[g];
       } else {
         traffic += s.bytes[g] * static_cast<uint64_t>(s.calls_of[g]);
+        largest = std::max(largest, s.bytes[g]);
       }
     }
-    if (resident + smallest <= budget) best = std::min(best, traffic);
+    if (largest > 0 && resident + align_group_bytes(largest) <= budget) {
+      best = std::min(best, traffic);
+    }
   }
   return best;
 }
@@ -91,6 +93,30 @@ TEST(PlanLowerBound, NeverAboveAnyPlansPrediction) {
       }
     }
   }
+}
+
+TEST(PlanLowerBound, ChargesASlotOfTheLargestStreamedGroup) {
+  // Two big groups used 10 times, one small group used once, and 1.5 MiB. Keeping one big group
+  // resident would leave 0.5 MiB, too little for the slot the other needs: both stream through
+  // a 1 MiB slot and only the small group stays. (A relaxation that charged a slot of the
+  // smallest group would keep a big one resident and claim half this traffic.)
+  ToyBuilder b;
+  const int a = b.group("expert.layers.0", GroupKind::expert_layer, 1 << 20, 1e-6);
+  const int c = b.group("expert.layers.1", GroupKind::expert_layer, 1 << 20, 1e-6);
+  const int small = b.group("expert.out", GroupKind::expert_out, 4096, 1e-6);
+  for (int g : {a, c, small}) b.exe(g, Phase::expert, 1e-6);
+  for (int step = 0; step < 10; ++step) {
+    std::vector<int> calls = {a, c};
+    if (step == 0) calls.push_back(small);
+    b.step(calls, Phase::expert, step);
+  }
+  const Toy t = b.build();
+  const Schedule s = t.schedule();
+  const uint64_t budget = (uint64_t{3} << 20) / 2;
+  auto lb = latency_lower_bound(s, budget);
+  ASSERT_TRUE(lb.ok()) << lb.error().message;
+  EXPECT_EQ(lb->min_link_bytes, uint64_t{20} << 20);
+  EXPECT_EQ(lb->min_link_bytes, brute_min_bytes(s, budget));
 }
 
 TEST(PlanLowerBound, EdgesOfTheBudgetRange) {
