@@ -119,7 +119,58 @@ Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWe
   return out;
 }
 
-PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
+std::array<std::optional<double>, 3> host_step_gaps(const std::vector<StreamTimeline>& timelines,
+                                                    const ModelWeights& weights) {
+  std::array<std::vector<double>, 3> gaps;
+  for (const StreamTimeline& t : timelines) {
+    const size_t n = std::min(t.calls.size(), t.compute.size());
+    for (size_t i = 0; i + 1 < n; ++i) {
+      const HostStep step = host_step_after(t.calls, weights, i);
+      if (step == HostStep::none) continue;
+      const double end = t.compute[i].end;
+      if (i + 1 < t.copy_of.size()) {
+        const int64_t k = t.copy_of[i + 1];
+        if (k >= 0 && static_cast<size_t>(k) < t.copies.size() &&
+            t.copies[static_cast<size_t>(k)].end > end) {
+          continue;  // the next call waited for its copy too: not the host step's gap alone
+        }
+      }
+      gaps[static_cast<size_t>(step)].push_back(std::max(0.0, t.compute[i + 1].start - end));
+    }
+  }
+  std::array<std::optional<double>, 3> out;
+  for (size_t k = 0; k < gaps.size(); ++k) {
+    if (!gaps[k].empty()) out[k] = median(std::move(gaps[k]));
+  }
+  return out;
+}
+
+TimingCost timing_cost(const std::vector<StreamTimeline>& timelines,
+                       const std::vector<std::array<double, kPhaseCount>>& timed_phase_s,
+                       const std::vector<std::array<double, kPhaseCount>>& plain_phase_s) {
+  TimingCost cost;
+  if (timelines.empty() || timed_phase_s.empty() || plain_phase_s.empty()) return cost;
+  const TimelineSummary sum = summarize_timeline(timelines.front());
+  std::array<int64_t, kPhaseCount> calls{};
+  for (const Call& c : timelines.front().calls) ++calls[phase_index(c.phase)];
+  for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    std::vector<double> timed, plain;
+    for (const auto& t : timed_phase_s) timed.push_back(t[ph]);
+    for (const auto& t : plain_phase_s) plain.push_back(t[ph]);
+    const double extra = median(timed) - median(plain);
+    if (!(extra > 0)) continue;
+    const PhaseStreamStats& p = sum.phases[ph];
+    if (p.copy_busy_s > p.compute_s && p.copies > 0) {
+      cost.per_copy_s[ph] = extra / static_cast<double>(p.copies);
+    } else if (calls[ph] > 0) {
+      cost.per_call_s[ph] = extra / static_cast<double>(calls[ph]);
+    }
+  }
+  return cost;
+}
+
+PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups,
+                             const TimingCost& cost) {
   // Per (group, phase): the mean over the phase's calls in each run.
   std::vector<std::array<std::vector<double>, kPhaseCount>> per_run(groups);
   for (const StreamTimeline& t : timelines) {
@@ -129,7 +180,8 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
       const auto g = static_cast<size_t>(t.calls[i].group);
       if (g >= groups) continue;
       const size_t ph = phase_index(t.calls[i].phase);
-      sum[g][ph] += std::max(0.0, t.compute[i].seconds());
+      const double span = std::max(0.0, t.compute[i].seconds());
+      sum[g][ph] += std::max(0.5 * span, span - cost.per_call_s[ph]);
       ++count[g][ph];
     }
     for (size_t g = 0; g < groups; ++g) {
@@ -150,14 +202,16 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
 }
 
 std::vector<std::optional<double>> pipelined_copy_times(
-    const std::vector<StreamTimeline>& timelines, size_t groups) {
+    const std::vector<StreamTimeline>& timelines, size_t groups, const TimingCost& cost) {
   std::vector<std::vector<double>> spans(groups);
   for (const StreamTimeline& t : timelines) {
     for (size_t i = 0; i < t.calls.size() && i < t.copy_of.size(); ++i) {
       const int64_t k = t.copy_of[i];
       const auto g = static_cast<size_t>(t.calls[i].group);
       if (k < 0 || static_cast<size_t>(k) >= t.copies.size() || g >= groups) continue;
-      spans[g].push_back(std::max(0.0, t.copies[static_cast<size_t>(k)].seconds()));
+      const double span = std::max(0.0, t.copies[static_cast<size_t>(k)].seconds());
+      const double taken = cost.per_copy_s[phase_index(t.calls[i].phase)];
+      spans[g].push_back(std::max(0.5 * span, span - taken));
     }
   }
   std::vector<std::optional<double>> out(groups);
@@ -194,6 +248,7 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
   m.runs = runs;
   StreamingProvider& streaming = session.streaming_provider();
   std::vector<StreamTimeline> timelines;
+  std::vector<std::array<double, kPhaseCount>> timed_phase_s, plain_phase_s;
   streaming.set_timeline(true);
   for (int r = 0; r < runs; ++r) {
     Result<InferenceResult> run = session.run();
@@ -207,19 +262,31 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
       return t.error();
     }
     timelines.push_back(std::move(t).value());
+    timed_phase_s.push_back(run->times.seconds);
   }
   streaming.set_timeline(false);
-  m.exe_s = exe_times(timelines, weights.groups.size());
-  m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size());
+  for (int r = 0; r < runs; ++r) {
+    FERRY_ASSIGN_OR_RETURN(InferenceResult run, session.run());
+    plain_phase_s.push_back(run.times.seconds);
+  }
+  m.timing = timing_cost(timelines, timed_phase_s, plain_phase_s);
+  m.exe_s = exe_times(timelines, weights.groups.size(), m.timing);
+  m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size(), m.timing);
 
   HostTimer timer(session.backend(), session.provider(), weights);
   for (int r = 0; r < runs; ++r) {
     FERRY_RETURN_IF_ERROR(session.run(&timer).status());
     timer.finish();
   }
-  m.host.sampling_s = median(timer.sampling);
-  m.host.euler_s = median(timer.euler);
   m.host.launch_s = median(timer.launch);
+  // Host steps as the pipeline sees them (one launch of the gap is the predictor's own).
+  const std::array<std::optional<double>, 3> gaps = host_step_gaps(timelines, weights);
+  auto in_pipeline = [&](HostStep step, std::vector<double>& timed) {
+    const std::optional<double>& gap = gaps[static_cast<size_t>(step)];
+    return gap ? std::max(0.0, *gap - m.host.launch_s) : median(std::move(timed));
+  };
+  m.host.sampling_s = in_pipeline(HostStep::sampling, timer.sampling);
+  m.host.euler_s = in_pipeline(HostStep::euler, timer.euler);
   return m;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "exec/profiler.h"
+#include "plan/schedule.h"
 
 namespace ferry {
 namespace {
@@ -51,6 +52,82 @@ TEST(PipelinedCopies, NothingStreamedKeepsTheLoneTimes) {
   const std::vector<double> got = pipelined_dma(alone, {std::nullopt, std::nullopt}, &ratio);
   EXPECT_DOUBLE_EQ(ratio, 1.0);
   EXPECT_EQ(got, alone);
+}
+
+// Host steps as the pipeline sees them: the gap between the compute span of the call a host
+// step follows and the next call's, where the next call did not also wait for a copy.
+TEST(HostStepGaps, MedianGapPerKindSkippingCopyWaits) {
+  ModelWeights w;
+  WeightGroup layer, head, out;
+  layer.name = "text.layers.0.attn";
+  layer.kind = GroupKind::decoder_layer;
+  head.name = "text.head.0";
+  head.kind = GroupKind::lm_head;
+  out.name = "expert.out";
+  out.kind = GroupKind::expert_out;
+  w.groups = {layer, head, out};
+  StreamTimeline t;
+  // layer, head | layer, head | layer, head | out | layer: sampling after each head, the Euler
+  // update after out.
+  for (int g : {0, 1, 0, 1, 0, 1, 2, 0}) t.calls.push_back(call_of(g));
+  for (size_t i = 0; i < t.calls.size(); ++i) t.calls[i].step = static_cast<int>(i / 2);
+  t.compute = {{0, 1}, {1, 2}, {2.5, 3.5}, {3.5, 4}, {4.75, 5}, {5, 6}, {9, 10}, {10.1, 11}};
+  // Call 4 (after the second head) was streamed and its copy ended late, at 4.6: that gap mixes
+  // the copy wait in and is skipped. Call 7's copy ended early.
+  t.copy_of = {-1, -1, -1, -1, 0, -1, -1, 1};
+  t.copies = {{3.0, 4.6}, {8.0, 9.5}};
+  const auto gaps = host_step_gaps({t}, w);
+  ASSERT_TRUE(gaps[static_cast<size_t>(HostStep::sampling)].has_value());
+  // Gaps after the heads: 0.5 (kept), 0.75 (skipped: copy wait), 3.0 (kept): median of 0.5, 3.
+  EXPECT_DOUBLE_EQ(*gaps[static_cast<size_t>(HostStep::sampling)], 1.75);
+  ASSERT_TRUE(gaps[static_cast<size_t>(HostStep::euler)].has_value());
+  EXPECT_NEAR(*gaps[static_cast<size_t>(HostStep::euler)], 0.1, 1e-12);
+  EXPECT_FALSE(gaps[static_cast<size_t>(HostStep::none)].has_value());
+  // No timeline: nothing measured.
+  EXPECT_FALSE(host_step_gaps({}, w)[static_cast<size_t>(HostStep::sampling)].has_value());
+}
+
+// The timing events' cost: the timed runs' phase walls minus the plain runs', spread over the
+// phase's calls where compute bounds it, over its copies where the copy engine does.
+TEST(TimingCost, SpreadOverTheBoundingEngineAndTakenOffTheSpans) {
+  StreamTimeline t;
+  // Decode: three resident calls of group 0 (compute-bound). Expert: two streamed calls of
+  // group 1 whose copies (4 s each) dwarf their compute (1 s each).
+  for (int i = 0; i < 3; ++i) t.calls.push_back(call_of(0));
+  for (int i = 0; i < 2; ++i) {
+    Call c = call_of(1);
+    c.phase = Phase::expert;
+    t.calls.push_back(c);
+  }
+  t.compute = {{0, 2}, {2, 4}, {4, 6}, {10, 11}, {15, 16}};
+  t.copy_of = {-1, -1, -1, 0, 1};
+  t.copies = {{6, 10}, {11, 15}};
+  t.copy_bytes = {100, 100};
+  const size_t dec = phase_index(Phase::decode), exp = phase_index(Phase::expert);
+  std::array<double, kPhaseCount> timed{}, plain{};
+  timed[dec] = 6.0;
+  plain[dec] = 5.7;  // 0.3 s over 3 calls
+  timed[exp] = 10.0;
+  plain[exp] = 9.8;  // 0.2 s over 2 copies
+  const TimingCost cost = timing_cost({t}, {timed, timed}, {plain, plain});
+  EXPECT_NEAR(cost.per_call_s[dec], 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(cost.per_copy_s[dec], 0.0);
+  EXPECT_NEAR(cost.per_copy_s[exp], 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(cost.per_call_s[exp], 0.0);
+  // Taken off: decode spans 2 -> 1.9; expert copy spans 4 -> 3.9; expert compute untouched.
+  const PhaseTimesOfGroups exe = exe_times({t}, 2, cost);
+  EXPECT_NEAR(*exe[0][dec], 1.9, 1e-12);
+  EXPECT_NEAR(*exe[1][exp], 1.0, 1e-12);
+  const auto copies = pipelined_copy_times({t}, 2, cost);
+  EXPECT_NEAR(*copies[1], 3.9, 1e-12);
+  // Plain runs no faster than timed ones: nothing to take off.
+  const TimingCost none = timing_cost({t}, {plain}, {timed});
+  EXPECT_DOUBLE_EQ(none.per_call_s[dec], 0.0);
+  EXPECT_DOUBLE_EQ(none.per_copy_s[exp], 0.0);
+  // Never below half a span, whatever the cost claims.
+  TimingCost huge;
+  huge.per_call_s[dec] = 100;
+  EXPECT_NEAR(*exe_times({t}, 2, huge)[0][dec], 1.0, 1e-12);
 }
 
 }  // namespace
