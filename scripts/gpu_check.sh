@@ -201,9 +201,9 @@ stream_runs() {  # stream_runs PRESET BUDGET...: every budget and flag plan agai
   step "count_$preset" 300 "$build/ferry" run --model "$m" "${args[@]}" --resident-count 3
   step "same_count_$preset" 10 same_as "$LOGS/resident_$preset.log" "$LOGS/count_$preset.log"
 }
-stage_stream_tiny() {
-  stream_runs alpamayo-tiny 40MB 20MB
-  stream_runs qwen3-tiny 30MB
+stage_stream_tiny() {  # budgets above the CUDA runtime's own share (~0.4-0.6 GB, counted)
+  stream_runs alpamayo-tiny 800MB 700MB
+  stream_runs qwen3-tiny 700MB
 }
 stage_stream_ar1() { stream_runs alpamayo-r1-10b 15GiB 12GiB 8GiB 4GiB 2.5GiB 2.3GiB; }
 stage_sanitize() {  # compute-sanitizer on a tiny streamed run: no races between copy and compute
@@ -452,6 +452,47 @@ print(",".join(x["name"] for x in g if ".layers." in x["name"] or ".blocks." in 
   step sanitize_memcheck_map 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/ferry" run --model "$models/alpamayo-tiny-packed" --json --quiet --resident none \
     --map "$layers" --tokens 2 --steps 1 --images 1
+}
+
+# The CUDA runtime's own device memory (bench/context_memory.cpp): the context at the default
+# per-thread stack limit and at the one ferry asks for, then cuBLASLt's handle.
+stage_runtime() {
+  local ctx=$build/ferry_context_memory
+  [ -x "$ctx" ] || ctx=$build/bench/ferry_context_memory
+  step context_default 60 "$ctx"
+  step context_stack256 60 "$ctx" --stack 256
+  step context_stack0 60 "$ctx" --stack 0
+}
+
+# Session 4, first call: the layer-part groups and the smaller stack limit on CUDA (tiny plans
+# and the full-size plans against the all-resident bytes), the budgeted benches at 15 and 8 GiB,
+# a profile under the 15 GiB plan (the default) and the measured sweep against its prediction.
+stage_session4a() {
+  stage_runtime
+  stream_runs alpamayo-tiny 800MB
+  local m="$models/alpamayo-r1-10b" v
+  local args=(--json --quiet --images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step resident_ar1 200 "$build/ferry" run --model "$m" "${args[@]}"
+  for v in 15GiB 8GiB 2.5GiB; do
+    step "vram_ar1_$v" 200 watched "vram_ar1_$v" "$build/ferry" run --model "$m" "${args[@]}" --vram "$v"
+    step "same_ar1_$v" 10 same_as "$LOGS/resident_ar1.log" "$LOGS/vram_ar1_$v.log"
+  done
+  bench_vram alpamayo-r1-10b 15GiB
+  bench_vram alpamayo-r1-10b 8GiB
+  # All resident: the timed runs' median beside the timeline run's span (timing events' cost).
+  step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
+  planned_profile alpamayo-r1-10b ar1
+  step bench_sweep_ar1 400 "$build/ferry" bench --model "$m" --sweep auto --json --quiet \
+    --profile "$LOGS/ar1.profile.json" --runs 3 --warmup 1 --plot "$OUT/bench_sweep_ar1.svg"
+  cp "$LOGS/bench_sweep_ar1.log" "$OUT/bench_sweep_ar1.json" 2>/dev/null
+}
+# Second call: the planner against the alternatives at 15 and 8 GiB, the map path, host memory
+# of concurrent processes.
+stage_session4b() {
+  stage_alternatives_ar1
+  stage_map_tiny
+  stage_host_memory_ar1
 }
 
 for s in "${stages[@]}"; do

@@ -114,6 +114,17 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     r.bound_s = session->planned().bound ? session->planned().bound->total_s : 0.0;
     r.carried = carried;
     r.measured_s = timed.median_total();
+    for (size_t ph = 0; ph < r.predicted_phase_s.size(); ++ph) {
+      r.predicted_phase_s[ph] = session->planned().prediction.phases[ph].wall_s;
+    }
+    std::array<double, 4> medians{};
+    for (size_t ph = 0; ph < medians.size(); ++ph) {
+      std::vector<double> t;
+      for (const PhaseTimes& p : timed.times) t.push_back(p.seconds[ph]);
+      std::sort(t.begin(), t.end());
+      medians[ph] = t.empty() ? 0.0 : t[t.size() / 2];
+    }
+    r.measured_phase_s = medians;
     r.measured_link = static_cast<double>(st.bytes_copied - loaded.bytes_copied) /
                       static_cast<double>(a.warmup + a.runs);
     rows.push_back(std::move(r));

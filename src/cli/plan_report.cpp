@@ -119,6 +119,14 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const Model
       j["measured_vs_bound"] = r.bound_s > 0 ? *r.measured_s / r.bound_s : 0.0;
     }
     if (r.measured_link) j["measured_link_bytes"] = *r.measured_link;
+    nlohmann::ordered_json stages;
+    for (size_t ph = 0; ph < r.predicted_phase_s.size(); ++ph) {
+      nlohmann::ordered_json s;
+      s["predicted_s"] = r.predicted_phase_s[ph];
+      if (r.measured_phase_s) s["measured_s"] = (*r.measured_phase_s)[ph];
+      stages[phase_name(static_cast<Phase>(ph))] = std::move(s);
+    }
+    j["stages"] = std::move(stages);
     a.push_back(std::move(j));
   }
   return a;

@@ -3,6 +3,7 @@
 // plot (predicted, measured when there is a measurement, T_lb).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -29,9 +30,11 @@ struct SweepRow {
   double predicted_s = 0;
   uint64_t predicted_link_bytes = 0;
   double bound_s = 0;
-  bool carried = false;                 // a smaller budget's plan (plan/sweep.h)
-  std::optional<double> measured_s;     // bench: the median of the timed runs
-  std::optional<double> measured_link;  // bench: bytes over the link per inference
+  bool carried = false;                       // a smaller budget's plan (plan/sweep.h)
+  std::optional<double> measured_s;           // bench: the median of the timed runs
+  std::optional<double> measured_link;        // bench: bytes over the link per inference
+  std::array<double, 4> predicted_phase_s{};  // by Phase: the prediction's wall time per stage
+  std::optional<std::array<double, 4>> measured_phase_s;  // bench: each stage's median
 };
 
 void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelWeights& weights);
