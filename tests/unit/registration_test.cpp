@@ -2,7 +2,7 @@
 // registered: no copy reads a range before it is registered (nor spans two registrations), the
 // resident load starts before the last piece is registered, a piece refused part-way leaves
 // nothing registered and the session falls back with the all-resident bytes, and the start
-// breakdown adds up (exec/start_times.h).
+// breakdown adds up (exec/start_times.h, `run --json`'s "start").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,10 +12,12 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "cli_runner.h"
 #include "exec/host_registrar.h"
 #include "exec/session.h"
 #include "tiny_checkpoint.h"
@@ -450,6 +452,50 @@ TEST(StartTimes, SessionPartsAddUp) {
   cli.take_session(t);
   EXPECT_DOUBLE_EQ(cli.other_s(), 2.0 - 0.5 - t.open_s);
   EXPECT_EQ(cli.register_pieces, t.register_pieces);
+}
+
+// `run --json` and `bench --json` carry the start object, its parts within its total.
+TEST(StartTimes, RunAndBenchReportTheStart) {
+  TinyCheckpoint m("qwen3-tiny", "reg_cli");
+  const std::string model = " --model " + m.dir() + " --backend cpu --register-piece 64KiB";
+  const testing::CliRun run = testing::run_ferry("run" + model + " --json --tokens 2 --quiet");
+  ASSERT_EQ(run.code, 0) << run.err;
+  const testing::CliRun bench = testing::run_ferry(
+      "bench" + model + " --json --runs 1 --warmup 0 --prompt-tokens 20 --tokens 2 --quiet");
+  ASSERT_EQ(bench.code, 0) << bench.err;
+  for (const testing::CliRun* o : {&run, &bench}) {
+    const nlohmann::json j = nlohmann::json::parse(o->out);
+    ASSERT_TRUE(j.contains("start")) << o->out;
+    const nlohmann::json& s = j["start"];
+    for (const char* key :
+         {"total_s", "config_s", "checkpoint_s", "backend_s", "tier_s", "plan_s", "reserve_s",
+          "upload_s", "upload_wait_s", "register_wait_s", "slots_s", "fallback_s", "runner_s",
+          "open_s", "other_s", "register_s", "register_pieces", "register_hidden_s"}) {
+      EXPECT_TRUE(s.contains(key)) << key;
+    }
+    EXPECT_GT(s["register_pieces"].get<int>(), 1);
+    EXPECT_GE(s["total_s"].get<double>(), s["open_s"].get<double>() + s["config_s"].get<double>() +
+                                              s["checkpoint_s"].get<double>() +
+                                              s["backend_s"].get<double>());
+    EXPECT_GE(s["other_s"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(j["open_s"].get<double>(), s["open_s"].get<double>());
+  }
+  // The old order: one piece per shard, all before planning.
+  const testing::CliRun serial = testing::run_ferry("run --model " + m.dir() +
+                                                    " --backend cpu --json --tokens 2 --quiet "
+                                                    "--register-piece 0 --register-threads 0");
+  ASSERT_EQ(serial.code, 0) << serial.err;
+  const nlohmann::json s = nlohmann::json::parse(serial.out)["start"];
+  EXPECT_EQ(s["register_pieces"].get<size_t>(), m.checkpoint().files().size());
+  EXPECT_EQ(s["register_threads"].get<int>(), 0);
+  EXPECT_EQ(s["upload_wait_s"].get<double>(), 0.0);
+  const testing::CliRun bad = testing::run_ferry("run" + model + " --register-piece 1x");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--register-piece"), std::string::npos) << bad.err;
+  const testing::CliRun text = testing::run_ferry("run" + model + " --tokens 2 --quiet");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("\nstart      "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("to the first inference ready"), std::string::npos) << text.out;
 }
 
 }  // namespace
