@@ -16,6 +16,7 @@
 #   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
 #   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
 #   bytes_tiny, bytes_ar1 (byte paths: probe, registered/bounce/pageable, pack)
+#   start_ar1 (process start to first inference ready at 15 GiB, registration overlapped or not)
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
@@ -493,6 +494,40 @@ stage_session4b() {
   stage_alternatives_ar1
   stage_map_tiny
   stage_host_memory_ar1
+}
+
+# Fast start (issue 11 item 5): process start to first inference ready at 15 GiB, warm page
+# cache, the registration overlapped (default) against the old order (one call per shard, all
+# before planning) and with more registering threads; run --json's "start" per log, same bytes.
+stage_start_ar1() {
+  local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
+    --image-size 320x576 --prompt-tokens 3007 --tokens 21) t
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step start_warm 300 "$build/ferry" run --model "$m" "${args[@]}"  # the page cache warm
+  step start_serial 300 "$build/ferry" run --model "$m" "${args[@]}" --register-piece 0 \
+    --register-threads 0
+  step start_overlap 300 "$build/ferry" run --model "$m" "${args[@]}"
+  step same_start_overlap 10 same_as "$LOGS/start_serial.log" "$LOGS/start_overlap.log"
+  for t in 2 4; do
+    step "start_threads$t" 300 "$build/ferry" run --model "$m" "${args[@]}" --register-threads "$t"
+    step "same_start_threads$t" 10 same_as "$LOGS/start_serial.log" "$LOGS/start_threads$t.log"
+  done
+  python3 - "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_threads*.log <<'PY' |
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        s = json.loads(open(path).read().strip().splitlines()[-1])["start"]
+    except Exception:
+        continue
+    parts = ["config_s", "checkpoint_s", "backend_s", "tier_s", "plan_s", "reserve_s", "upload_s",
+             "upload_wait_s", "register_wait_s", "slots_s", "fallback_s", "runner_s", "other_s",
+             "register_s", "register_hidden_s"]
+    print(f"{path.rsplit('/', 1)[-1][:-4]}: total {s['total_s']:.3f} s (before main "
+          f"{s.get('before_main_s')}), " + ", ".join(f"{k[:-2]} {s[k]:.3f}" for k in parts) +
+          f", {s['register_pieces']} pieces on {s['register_threads']} threads; backend "
+          + json.dumps(s.get("backend_parts")))
+PY
+    tee "$OUT/start_ar1.txt"
 }
 
 for s in "${stages[@]}"; do

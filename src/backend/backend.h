@@ -159,6 +159,9 @@ class Backend {
 
   virtual std::string_view name() const = 0;  // "cpu", "cuda"
   virtual DeviceInfo info() const = 0;
+  // What making this backend took, step by step (CUDA: "driver", "nvml", "context",
+  // "properties", "memory pool", "cublaslt"), in seconds; empty where nothing is worth telling.
+  virtual std::vector<std::pair<std::string, double>> creation_seconds() const { return {}; }
 
   // Device memory, 256-byte aligned, labelled with what it is for ("kv cache"; the ledger sums
   // by label). Under a reservation it is carved from the reserved region. Fails with

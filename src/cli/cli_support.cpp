@@ -37,13 +37,28 @@ Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool
   return create_backend(kind);
 }
 
-Result<OpenModel> open_model(const std::string& dir) {
+Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool check_streams,
+                                                   StartTimes& times) {
+  const double t0 = seconds_since_process_start();
+  auto backend = backend_from_flag(flag, check_streams);
+  times.backend_s = seconds_since_process_start() - t0;
+  if (backend.ok()) times.backend_parts = (*backend)->creation_seconds();
+  return backend;
+}
+
+Result<OpenModel> open_model(const std::string& dir, StartTimes* times) {
+  const double t0 = seconds_since_process_start();
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
+  const double t1 = seconds_since_process_start();
   FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(dir));
   FERRY_RETURN_IF_ERROR(check_checkpoint_dtypes(config, weights, checkpoint));
   FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
   FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, checkpoint));
+  if (times != nullptr) {
+    times->config_s = t1 - t0;
+    times->checkpoint_s = seconds_since_process_start() - t1;
+  }
   return OpenModel{std::move(config), std::move(weights), std::move(checkpoint)};
 }
 

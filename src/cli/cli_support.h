@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "cli/flags.h"
 #include "core/status.h"
+#include "exec/start_times.h"
 #include "format/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -50,8 +51,12 @@ struct OpenModel {
   Checkpoint checkpoint;
 };
 // load_config, describe_weights, Checkpoint::open, then bind_checkpoint. `dir` may also be the
-// checkpoint's .safetensors or index file, as `inspect` takes it.
-Result<OpenModel> open_model(const std::string& dir);
+// checkpoint's .safetensors or index file, as `inspect` takes it. `times`, when given, gets
+// config_s (config and weight table) and checkpoint_s (mapping, validation, binding).
+Result<OpenModel> open_model(const std::string& dir, StartTimes* times = nullptr);
+// backend_from_flag, timed into `times` (backend_s, backend_parts).
+Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool check_streams,
+                                                   StartTimes& times);
 
 // A `damaged` error of a run (non-finite activations, core/finite.h) completed with what a scan
 // of the checkpoint finds: the tensors holding NaN or Inf, or that every weight is finite. Any

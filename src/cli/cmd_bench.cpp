@@ -25,11 +25,13 @@
 #include "cli/profile_report.h"
 #include "cli/progress.h"
 #include "cli/session_args.h"
+#include "cli/start_report.h"
 #include "core/units.h"
 #include "exec/machine_limits.h"
 #include "exec/peak_sampler.h"
 #include "exec/profiling_provider.h"
 #include "exec/session.h"
+#include "exec/start_times.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/call_sequence.h"
@@ -142,7 +144,9 @@ void bench(const BenchArgs& a) {
   if (a.op_profile_top < 1 || a.op_profile_top > 10000) {
     report.fail("--op-profile-top must be in [1, 10000]");
   }
-  const OpenModel m = report.check(open_model(a.model));
+  StartTimes start;  // process start to the first inference ready (machine limits included)
+  start.before_main_s = seconds_before_main();
+  const OpenModel m = report.check(open_model(a.model, &start));
   const ModelConfig& config = m.config;
   const ModelWeights& weights = m.weights;
   const Workload w = report.check(reference_workload(a.workload, config));
@@ -157,7 +161,7 @@ void bench(const BenchArgs& a) {
   if (!a.sweep.empty() && a.op_profile) report.fail("--op-profile and --sweep: one at a time");
   if (a.sweep.empty() && !a.plot.empty()) report.fail("--plot draws the curve of --sweep");
   std::unique_ptr<Backend> backend =
-      report.check(backend_from_flag(a.backend, a.session.check_streams));
+      report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   const bool say = !a.json && !a.quiet;
   std::optional<Progress> progress(std::in_place, "bench", !a.quiet);
   MachineLimits limits;
@@ -166,7 +170,9 @@ void bench(const BenchArgs& a) {
     auto stream = backend->create_stream();
     if (say) std::fprintf(stderr, "bench: measuring the machine's limits...\n");
     progress->stage("measuring the machine's limits");
+    const double t = seconds_since_process_start();
     limits = report.check(measure_machine_limits(*backend, *stream, so.vram.value_or(0)));
+    start.machine_limits_s = seconds_since_process_start() - t;
   }
   // Without a profile, the planner's estimate uses the rates measured just now.
   so.rates = measured_machine_rates(*backend, limits);
@@ -182,6 +188,8 @@ void bench(const BenchArgs& a) {
   PeakSampler sampler(*backend);
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, config, weights, m.checkpoint, w, so));
+  start.take_session(session->start_times());
+  start.total_s = seconds_since_process_start();
   const StreamingStats loaded = session->streaming();
   const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, say);
   const std::vector<PhaseTimes>& run_times = timed.times;
@@ -284,6 +292,7 @@ void bench(const BenchArgs& a) {
     if (timeline) j["streams"] = timeline_json(*timeline);
     j["host_path"] = session->tier().how();
     j["host_register_s"] = session->tier().register_seconds();
+    j["start"] = start_json(start);
     j["graphs"]["kept"] = session->graphs();
     j["streamed_bytes_per_run"] = streamed_total;
     j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
@@ -345,6 +354,7 @@ void bench(const BenchArgs& a) {
   std::printf("weights:  %.2f GB resident, loaded in %.2f s; %.2f GB streamed per run\n",
               static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds,
               streamed_total / 1e9);
+  std::printf("start:    %s\n", start_text(start).c_str());
   std::printf("plan:     %s; predicted from the %s profile\n", planned.origin.c_str(),
               planned.profile_source.c_str());
   print_plan(stdout, session->plan(), weights, session->memory());

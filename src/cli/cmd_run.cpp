@@ -21,10 +21,12 @@
 #include "cli/progress.h"
 #include "cli/run_real.h"
 #include "cli/session_args.h"
+#include "cli/start_report.h"
 #include "core/interrupt.h"
 #include "core/units.h"
 #include "exec/peak_sampler.h"
 #include "exec/session.h"
+#include "exec/start_times.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/call_sequence.h"
@@ -196,8 +198,12 @@ void dump_logits(const std::string& path, const InferenceResult& r) {
 }
 
 void run(const RunArgs& a) {
+  StartTimes start;  // process start to the first inference ready
+  start.before_main_s = seconds_before_main();
+  double lap = seconds_since_process_start();
   const ModelConfig config = report.check(load_config(a.model));
   const ModelWeights weights = report.check(describe_weights(config));
+  start.config_s = seconds_since_process_start() - lap;
   check_input_flags(a, config);
   std::optional<RealInputs> real;
   Workload w;
@@ -236,17 +242,21 @@ void run(const RunArgs& a) {
     print_plan(stdout, planned.first, weights, planned.second);
     return;
   }
+  lap = seconds_since_process_start();
   const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
   report.check(check_checkpoint_dtypes(config, weights, ckpt));
   report.check(check_runnable_dtypes(weights));
   report.check(bind_checkpoint(weights, ckpt));
+  start.checkpoint_s = seconds_since_process_start() - lap;
   std::unique_ptr<Backend> backend =
-      report.check(backend_from_flag(a.backend, a.session.check_streams));
+      report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   PeakSampler sampler(*backend);
   std::optional<Progress> progress(std::in_place, "run", !a.quiet);
   progress->stage("loading weights");
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, config, weights, ckpt, w, so));
+  start.take_session(session->start_times());
+  start.total_s = seconds_since_process_start();
   progress->stage("");
   std::optional<TextPrinter> printer;
   StopRule stop;
@@ -309,6 +319,7 @@ void run(const RunArgs& a) {
     j["host_path"] = session->tier().how();
     j["host_register_s"] = session->tier().register_seconds();
     j["host_rate"] = host_rate_json(*session);
+    j["start"] = start_json(start);
     j["streamed_bytes"] = st.bytes_copied;
     j["streamed_groups"] = st.group_copies;
     j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
@@ -337,6 +348,7 @@ void run(const RunArgs& a) {
               static_cast<double>(st.resident_bytes) / 1e6, st.resident_load_seconds, load_gbps,
               session->tier().how().c_str());
   std::printf("host path  %s\n", host_rate_text(*session).c_str());
+  std::printf("start      %s\n", start_text(start).c_str());
   print_plan(stdout, session->plan(), weights, session->memory());
   if (st.group_copies > 0) {
     std::printf("streamed   %.1f MB in %lld group copies\n",

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "core/interrupt.h"
+#include "exec/start_times.h"
 #if defined(FERRY_HAVE_CUDA)
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -17,6 +18,7 @@ void ferry::cli::register_backends() {
 }
 
 int main(int argc, char** argv) {
+  ferry::mark_process_start();          // the start's clock: `run` and `bench` report from here
   ferry::install_interrupt_handlers();  // first: a signal from here on ends with a message
   ferry::cli::register_backends();
   CLI::App app{"ferry: run models larger than GPU memory, on a VRAM budget, bit-exact"};

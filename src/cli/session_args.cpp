@@ -92,6 +92,16 @@ void add_session_options(CLI::App* cmd, SessionArgs* a) {
                   "else bounce, else pageable), registered, bounce (page-locked buffers filled "
                   "by host threads), or pageable")
       ->capture_default_str();
+  cmd->add_option("--register-piece", a->register_piece,
+                  "Register the checkpoint's mapping in pieces of this size (whole pages), so "
+                  "that the resident load starts while the rest registers; 0: each shard in one "
+                  "piece")
+      ->capture_default_str()
+      ->check(not_empty());
+  add_int_option(cmd, "--register-threads", &a->register_threads, 0, 64,
+                 "Host threads registering the pieces beside planning and the resident load; 0: "
+                 "every piece registered before planning (nothing overlaps)")
+      ->default_str(std::to_string(a->register_threads));
   cmd->add_flag("--check-streams", a->check_streams,
                 "CPU backend: random delays on every stream and poisoned slots, so that a missing "
                 "wait between copy and compute changes the output");
@@ -129,6 +139,13 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
                "'");
   }
   o.host_path = *host_path;
+  Result<uint64_t> piece = a.register_piece == "0" ? uint64_t{0} : parse_size(a.register_piece);
+  if (!piece.ok()) return bad("--register-piece: " + piece.error().message + ", or 0");
+  if (a.register_threads < 0 || a.register_threads > 64) {
+    return bad("--register-threads: expected 0 to 64");
+  }
+  o.registration.piece_bytes = *piece;
+  o.registration.threads = static_cast<int>(a.register_threads);
   const int given =
       int(!a.resident.empty()) + int(a.resident_count.has_value()) + int(!a.plan_file.empty());
   if (given > 1) return bad("give at most one of --plan, --resident and --resident-count");
@@ -248,7 +265,11 @@ HostRate host_rate(const Session& session) {
   if (st.host_probe_bytes > 0) {
     r = {st.host_probe_bytes, st.host_probe_seconds, "the largest streamed group, into a slot"};
   } else if (st.resident_bytes > 0) {
-    r = {st.resident_bytes, st.resident_load_seconds, "the resident load"};
+    // Beside a registration in pieces the load also waited for pieces: a rate that low is the
+    // registration's, and says so.
+    r = {st.resident_bytes, st.resident_load_seconds,
+         st.resident_wait_seconds > 0 ? "the resident load, its waits for registration included"
+                                      : "the resident load"};
   }
   return r;
 }

@@ -26,7 +26,9 @@ struct SessionArgs {
   std::string plan_file;
   std::string profile_file;  // a `ferry profile` file: the times the planner uses
   std::string host_path = "auto";
-  bool check_streams = false;  // CPU: poisoned slots and random stream delays
+  std::string register_piece = "256MiB";  // --register-piece: 0 for whole shards
+  int64_t register_threads = 1;           // --register-threads: 0 for all before planning
+  bool check_streams = false;             // CPU: poisoned slots and random stream delays
 };
 
 void add_session_options(CLI::App* cmd, SessionArgs* args);

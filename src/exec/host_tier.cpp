@@ -27,77 +27,113 @@ std::optional<HostPath> parse_host_path(std::string_view name) {
   return std::nullopt;
 }
 
-namespace {
-
-// Registers every shard's mapping, all or nothing. Returns why not when refused.
-Result<std::vector<std::unique_ptr<HostRegistration>>> register_all(Backend& backend,
-                                                                    const Checkpoint& checkpoint,
-                                                                    bool* in_place,
-                                                                    std::string* how) {
-  std::vector<std::unique_ptr<HostRegistration>> out;
-  *in_place = true;
-  for (const SafetensorsFile& f : checkpoint.files()) {
-    const auto bytes = f.file_bytes();
-    Backend::HostRegistrationResult r = backend.register_host(bytes.data(), bytes.size());
-    *how = r.how;
-    if (!r.registered) {
-      return make_error(ErrorCode::unsupported, f.path() + ": " + r.how);
-    }
-    *in_place = *in_place && r.readable_in_place;
-    if (r.handle) out.push_back(std::move(r.handle));
-  }
-  return out;
-}
-
-}  // namespace
-
 Result<HostTier> HostTier::open(Backend& backend, const Checkpoint& checkpoint, HostPath path,
-                                const BounceOptions& bounce) {
+                                const BounceOptions& bounce,
+                                const RegistrationOptions& registration) {
   HostTier t;
   t.checkpoint_ = &checkpoint;
+  if (path != HostPath::registered && path != HostPath::automatic) {
+    FERRY_RETURN_IF_ERROR(t.take_unregistered(backend, path, "", bounce));
+    return t;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto reg = HostRegistrar::start(backend, checkpoint, registration);
+  t.register_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (reg.ok()) {
+    t.registrar_ = std::move(reg).value();
+    t.path_ = HostPath::registered;
+    t.in_place_ = t.registrar_->readable_in_place();
+    t.how_ = t.registrar_->how();
+    return t;
+  }
+  if (reg.error().code == ErrorCode::invalid_argument) return reg.error();
+  // (pieces registered before the refusal were released with the registrar: one path for all)
+  if (path == HostPath::registered) {
+    return make_error(ErrorCode::unsupported,
+                      "host tier: registration refused: " + reg.error().message);
+  }
+  FERRY_RETURN_IF_ERROR(
+      t.take_unregistered(backend, path, "registration refused: " + reg.error().message, bounce));
+  return t;
+}
+
+Status HostTier::take_unregistered(Backend& backend, HostPath requested, std::string refused,
+                                   const BounceOptions& bounce) {
   // Off the registered path, kernels read the mapping in place only where they read any host
   // memory.
-  t.in_place_ = backend.reads_pageable_host_memory();
-  std::string refused;  // why registration did not happen, when it was tried
-  if (path == HostPath::registered || path == HostPath::automatic) {
-    const auto start = std::chrono::steady_clock::now();
-    bool in_place = false;
-    std::string how;
-    auto regs = register_all(backend, checkpoint, &in_place, &how);
-    t.register_seconds_ =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (regs.ok()) {
-      t.registrations_ = std::move(regs).value();
-      t.path_ = HostPath::registered;
-      t.in_place_ = in_place;
-      t.how_ = how;
-      return t;
-    }
-    // (registrations made before the refusal were dropped with the vector: one path for all)
-    if (path == HostPath::registered) {
-      return make_error(ErrorCode::unsupported,
-                        "host tier: registration refused: " + regs.error().message);
-    }
-    refused = "registration refused: " + regs.error().message;
-  }
-  if (path == HostPath::bounce || path == HostPath::automatic) {
+  in_place_ = backend.reads_pageable_host_memory();
+  if (requested == HostPath::bounce || requested == HostPath::automatic) {
     auto ring = BounceRing::create(backend, bounce);
     if (ring.ok()) {
-      t.bounce_ = std::move(ring).value();
-      t.path_ = HostPath::bounce;
-      t.how_ = "bounce (" + std::to_string(t.bounce_->buffers()) + " page-locked buffers of " +
-               std::to_string(t.bounce_->buffer_bytes() >> 20) + " MiB, " +
-               std::to_string(t.bounce_->fill_threads()) + " fill threads; " +
-               (refused.empty() ? std::string("registration not asked for") : refused) + ")";
-      return t;
+      bounce_ = std::move(ring).value();
+      path_ = HostPath::bounce;
+      how_ = "bounce (" + std::to_string(bounce_->buffers()) + " page-locked buffers of " +
+             std::to_string(bounce_->buffer_bytes() >> 20) + " MiB, " +
+             std::to_string(bounce_->fill_threads()) + " fill threads; " +
+             (refused.empty() ? std::string("registration not asked for") : refused) + ")";
+      return {};
     }
-    if (path == HostPath::bounce) return ring.error();
+    if (requested == HostPath::bounce) return ring.error();
     refused += "; " + ring.error().message;
   }
-  t.path_ = HostPath::pageable;
-  t.how_ =
+  path_ = HostPath::pageable;
+  how_ =
       "pageable (" + (refused.empty() ? std::string("registration not asked for") : refused) + ")";
-  return t;
+  return {};
+}
+
+Status HostTier::fall_back(Backend& backend, HostPath requested, const BounceOptions& bounce) {
+  if (!registration_failed()) {
+    return make_error(ErrorCode::internal, "host tier: fall_back without a failed registration");
+  }
+  const std::string why = registrar_->failure();
+  register_seconds_ = registrar_->stats().seconds;
+  registrar_.reset();  // every piece released
+  if (requested == HostPath::registered) {
+    path_ = HostPath::pageable;
+    how_ = "nothing registered (" + why + ")";
+    return make_error(ErrorCode::unsupported, "host tier: " + why);
+  }
+  return take_unregistered(backend, requested, why, bounce);
+}
+
+double HostTier::register_seconds() const {
+  return registrar_ ? registrar_->stats().seconds : register_seconds_;
+}
+
+RegistrationStats HostTier::registration() const {
+  return registrar_ ? registrar_->stats() : RegistrationStats{};
+}
+
+bool HostTier::ready(std::span<const HostCopy> copies) const {
+  return !registrar_ || registrar_->ready(copies);
+}
+
+size_t HostTier::registered_pieces() const {
+  return registrar_ ? registrar_->registered() : 0;
+}
+
+Status HostTier::wait_progress(size_t seen) const {
+  return registrar_ ? registrar_->wait_progress(seen) : Status{};
+}
+
+Status HostTier::wait_all() const {
+  return registrar_ ? registrar_->wait_all() : Status{};
+}
+
+void HostTier::prioritize(std::span<const HostCopy> copies) const {
+  if (registrar_) registrar_->prioritize(copies);
+}
+
+bool HostTier::registration_failed() const {
+  return registrar_ && registrar_->failed();
+}
+
+Result<std::vector<HostCopy>> HostTier::transfer_copies(const WeightGroup& group) const {
+  FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> c, copies(group));
+  if (!registrar_) return c;
+  return registrar_->split(c);
 }
 
 Result<std::vector<HostCopy>> HostTier::copies(const WeightGroup& group) const {

@@ -1,5 +1,6 @@
 #include "exec/session.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace ferry {
@@ -11,37 +12,89 @@ Session::~Session() {
   stream_.reset();
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Seconds since `last`, which moves to now.
+double lap(Clock::time_point& last) {
+  const Clock::time_point now = Clock::now();
+  const double s = std::chrono::duration<double>(now - last).count();
+  last = now;
+  return s;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConfig& config,
                                                const ModelWeights& weights,
                                                const Checkpoint& checkpoint,
                                                const Workload& workload,
                                                const SessionOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Clock::time_point t0 = Clock::now();
+  Clock::time_point last = t0;
   FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());
   std::unique_ptr<Session> s(new Session());
+  StartTimes& times = s->start_;
   s->backend_ = &backend;
   s->checkpoint_ = &checkpoint;
   // The host tier first: whether kernels can read it in place decides where the embedding goes.
-  FERRY_ASSIGN_OR_RETURN(
-      s->tier_, HostTier::open(backend, checkpoint, options.host_path, options.streaming.bounce));
+  // Its first piece is registered now, the rest on a thread while the plan is chosen and the
+  // resident groups are copied in.
+  FERRY_ASSIGN_OR_RETURN(s->tier_, HostTier::open(backend, checkpoint, options.host_path,
+                                                  options.streaming.bounce, options.registration));
+  times.tier_s = lap(last);
   const uint64_t runtime = runtime_bytes_now(backend);
   FERRY_ASSIGN_OR_RETURN(s->planned_, plan_session_full(backend, config, weights, workload, options,
                                                         runtime, s->tier_.readable_in_place()));
+  times.plan_s = lap(last);
   if (const std::optional<uint64_t> vram = s->planned_.vram) {
     // Everything ferry allocates from here on is carved from this one region.
     // The runtime and the registered tier's page tables stay outside it.
     FERRY_RETURN_IF_ERROR(backend.reserve(*vram - runtime - s->planned_.host_page_tables));
   }
   s->stream_ = backend.create_stream();
-  FERRY_ASSIGN_OR_RETURN(s->provider_,
-                         StreamingProvider::create(backend, *s->stream_, weights, s->tier_,
-                                                   s->planned_.plan, options.streaming));
+  times.reserve_s = lap(last);
+  auto provider = StreamingProvider::create(backend, *s->stream_, weights, s->tier_,
+                                            s->planned_.plan, options.streaming);
+  if (!provider.ok() && s->tier_.registration_failed()) {
+    // A piece was refused after others were registered and copied from (create() waited for
+    // those copies): release every piece and open as a refusal at once would have, on the path
+    // the options fall back to, replanned where kernels can no longer read the host in place.
+    const bool in_place = s->tier_.readable_in_place();
+    FERRY_RETURN_IF_ERROR(s->tier_.fall_back(backend, options.host_path, options.streaming.bounce));
+    if (s->tier_.readable_in_place() != in_place) {
+      SessionOptions again = options;
+      again.vram = s->planned_.vram;  // the budget already reserved, --vram auto resolved
+      again.vram_auto = false;
+      FERRY_ASSIGN_OR_RETURN(s->planned_,
+                             plan_session_full(backend, config, weights, workload, again, runtime,
+                                               s->tier_.readable_in_place()));
+    }
+    times.fallback_s = lap(last);
+    provider = StreamingProvider::create(backend, *s->stream_, weights, s->tier_, s->planned_.plan,
+                                         options.streaming);
+  }
+  FERRY_ASSIGN_OR_RETURN(s->provider_, std::move(provider));
+  const double provider_s = lap(last);
+  const StreamingStats& st = s->provider_->stats();
+  times.upload_s = st.resident_load_seconds;
+  times.upload_wait_s = st.resident_wait_seconds;
+  times.register_wait_s = st.registration_tail_seconds;
+  times.slots_s = std::max(0.0, provider_s - times.upload_s - times.register_wait_s);
   FERRY_ASSIGN_OR_RETURN(s->runner_,
                          create_runner(backend, config, weights, workload, options.inference));
+  times.runner_s = lap(last);
   // The resident groups were copied out of the mapping: a file rewritten in place meanwhile
   // faults nowhere (and the copy engine reads registered pages without faulting at all).
   FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());
-  s->open_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const RegistrationStats reg = s->tier_.registration();
+  times.register_s = s->tier_.register_seconds();
+  times.register_calls_s = reg.call_seconds;
+  times.register_pieces = static_cast<int64_t>(reg.pieces);
+  times.register_threads = reg.threads;
+  times.register_bytes = reg.bytes;
+  times.open_s = std::chrono::duration<double>(Clock::now() - t0).count();
   return s;
 }
 

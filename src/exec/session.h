@@ -5,7 +5,10 @@
 // Opening one: choose the plan (exec/session_plan.h: a measure pass over the model's buffers, a
 // profile, then the plan given, from flags, or the planner's), refuse a budget that cannot hold
 // it with the smallest one that can, reserve the budget as one region, then load. Every device
-// byte after that comes from the region.
+// byte after that comes from the region. The host tier registers the checkpoint in pieces on a
+// thread (SessionOptions::registration) while the plan is chosen and the resident groups are
+// copied in; a piece refused part-way makes the session release every piece and open as if
+// registration had been refused at once (the bounce ring or pageable, replanned).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include "exec/host_tier.h"
 #include "exec/runner.h"
 #include "exec/session_plan.h"
+#include "exec/start_times.h"
 #include "exec/streaming_provider.h"
 #include "format/safetensors.h"
 #include "model/config.h"
@@ -58,7 +62,9 @@ class Session {
   StreamingProvider& streaming_provider() { return *provider_; }
   size_t graphs() const { return graphs_.size(); }
   const std::vector<Call>& calls() const { return runner_->calls(); }
-  double open_seconds() const { return open_seconds_; }
+  double open_seconds() const { return start_.open_s; }
+  // Session::open's steps and the registration beside them (the caller's steps left at zero).
+  const StartTimes& start_times() const { return start_; }
 
  private:
   Session() = default;
@@ -70,7 +76,7 @@ class Session {
   std::unique_ptr<StreamingProvider> provider_;
   std::unique_ptr<ModelRunner> runner_;
   GraphCache graphs_;
-  double open_seconds_ = 0.0;
+  StartTimes start_;
 };
 
 }  // namespace ferry

@@ -68,6 +68,9 @@ struct SessionOptions {
   std::optional<MachineRates> rates;
   PlanRequest plan;
   HostPath host_path = HostPath::automatic;
+  // How a session registers the mapping: 256 MiB pieces on one thread, beside planning and the
+  // resident load. {0, 0}: each shard in one call, all before planning (no overlap).
+  RegistrationOptions registration{uint64_t{256} << 20, 1};
   StreamingOptions streaming;
   InferenceOptions inference;
 };

@@ -6,6 +6,32 @@
 
 namespace ferry {
 
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Synchronizes a stream when an error leaves the scope: copies in flight complete before the
+// buffers they write (and the registrations they read) go.
+class SyncOnError {
+ public:
+  SyncOnError(Backend& backend, Stream& stream) : backend_(backend), stream_(stream) {}
+  ~SyncOnError() {
+    if (armed_) (void)backend_.synchronize(stream_);  // the error being returned says enough
+  }
+  SyncOnError(const SyncOnError&) = delete;
+  SyncOnError& operator=(const SyncOnError&) = delete;
+  void disarm() { armed_ = false; }
+
+ private:
+  Backend& backend_;
+  Stream& stream_;
+  bool armed_ = true;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     Backend& backend, Stream& stream, const ModelWeights& weights, const HostTier& tier,
     const Plan& plan, const StreamingOptions& options) {
@@ -15,35 +41,27 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
   const size_t n = weights.groups.size();
   p->base_.assign(n, nullptr);
   p->copies_.resize(n);
-  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<size_t> resident;
+  std::vector<HostCopy> first;  // the resident groups' ranges: registered before the rest
   for (size_t i = 0; i < n; ++i) {
     const WeightGroup& g = weights.groups[i];
-    switch (plan.placement[i]) {
-      case Placement::host: {
-        FERRY_ASSIGN_OR_RETURN(p->base_[i], tier.in_place(g));
-        break;
-      }
-      case Placement::resident: {
-        FERRY_ASSIGN_OR_RETURN(p->copies_[i], tier.copies(g));
-        FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend.allocate(g.bytes, "resident weights"));
-        // Zero the alignment padding so a group's bytes are fully defined.
-        backend.fill_zero(stream, buf.data(), buf.bytes());
-        FERRY_RETURN_IF_ERROR(p->copy_group(stream, i, buf.data()));
-        p->copies_[i].clear();  // loaded once: not needed again
-        p->base_[i] = buf.data();
-        p->stats_.resident_bytes += g.bytes;
-        p->resident_.push_back(std::move(buf));
-        break;
-      }
-      case Placement::streamed: {
-        FERRY_ASSIGN_OR_RETURN(p->copies_[i], tier.copies(g));
-        break;
-      }
+    if (plan.placement[i] == Placement::host) {
+      FERRY_ASSIGN_OR_RETURN(p->base_[i], tier.in_place(g));
+      continue;
+    }
+    FERRY_ASSIGN_OR_RETURN(p->copies_[i], tier.transfer_copies(g));
+    if (plan.placement[i] == Placement::resident) {
+      resident.push_back(i);
+      first.insert(first.end(), p->copies_[i].begin(), p->copies_[i].end());
     }
   }
-  FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
-  p->stats_.resident_load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  tier.prioritize(first);
+  SyncOnError sync(backend, stream);  // after `p`: runs before p's buffers are freed
+  FERRY_RETURN_IF_ERROR(p->load_resident(stream, tier, resident));
+  // Streamed copies and in-place reads need every piece.
+  const auto tail = std::chrono::steady_clock::now();
+  FERRY_RETURN_IF_ERROR(tier.wait_all());
+  p->stats_.registration_tail_seconds = seconds_since(tail);
   for (int s = 0; s < plan.slots; ++s) {
     Slot slot;
     FERRY_ASSIGN_OR_RETURN(slot.buffer, backend.allocate(plan.slot_bytes, "slots"));
@@ -56,7 +74,46 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     p->copy_stream_ = backend.create_copy_stream();
   }
   FERRY_RETURN_IF_ERROR(p->measure_host_rate(stream));
+  sync.disarm();
   return p;
+}
+
+Status StreamingProvider::load_resident(Stream& stream, const HostTier& tier,
+                                        const std::vector<size_t>& resident) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // Every buffer first, in group order: the arena's layout does not depend on which group's
+  // pieces register first. Zeroed, so that a group's alignment padding is defined.
+  for (size_t g : resident) {
+    FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf,
+                           backend_.allocate(weights_.groups[g].bytes, "resident weights"));
+    backend_.fill_zero(stream, buf.data(), buf.bytes());
+    base_[g] = buf.data();
+    stats_.resident_bytes += weights_.groups[g].bytes;
+    resident_.push_back(std::move(buf));
+  }
+  // Each group as soon as the pieces under it are registered; none ready: wait for the next piece.
+  std::vector<size_t> pending = resident;
+  while (!pending.empty()) {
+    const size_t seen = tier.registered_pieces();
+    const size_t before = pending.size();
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (!tier.ready(copies_[*it])) {
+        ++it;
+        continue;
+      }
+      FERRY_RETURN_IF_ERROR(copy_group(stream, *it, base_[*it]));
+      copies_[*it].clear();  // loaded once: not needed again
+      it = pending.erase(it);
+    }
+    if (pending.size() == before) {
+      const auto w0 = std::chrono::steady_clock::now();
+      FERRY_RETURN_IF_ERROR(tier.wait_progress(seen));
+      stats_.resident_wait_seconds += seconds_since(w0);
+    }
+  }
+  FERRY_RETURN_IF_ERROR(backend_.synchronize(stream));
+  stats_.resident_load_seconds = seconds_since(t0);
+  return {};
 }
 
 StreamingProvider::~StreamingProvider() {

@@ -60,7 +60,13 @@ struct StreamingStats {
   int64_t group_copies = 0;                  // streamed calls served
   int64_t copy_calls = 0;                    // backend copies issued (a group may need a few)
   uint64_t resident_bytes = 0;
+  // The resident load: the first copy enqueued to the last completed (create()), waits for the
+  // registration of the pieces under them included.
   double resident_load_seconds = 0.0;
+  double resident_wait_seconds = 0.0;  // of resident_load_seconds: waiting for registration
+  // After the resident load: waiting for the rest of the registration (streamed groups, in-place
+  // groups).
+  double registration_tail_seconds = 0.0;
   // The host path's rate, measured when the provider was made: the largest streamed group
   // copied once into a slot through the path in use (0 bytes when nothing is streamed).
   uint64_t host_probe_bytes = 0;
@@ -70,7 +76,11 @@ struct StreamingStats {
 class StreamingProvider final : public GroupProvider {
  public:
   // Loads the resident groups (synchronizing `stream`), allocates the slots and precomputes
-  // every group's copies. `tier` and the checkpoint behind it must outlive the provider.
+  // every group's copies. `tier` and the checkpoint behind it must outlive the provider. On a
+  // tier still registering in pieces, the resident groups' pieces are registered first and each
+  // group is copied as soon as its pieces are (whichever is ready first); create() returns once
+  // every piece is registered. An error (a piece refused part-way included) returns after the
+  // copies enqueued so far have completed.
   static Result<std::unique_ptr<StreamingProvider>> create(Backend& backend, Stream& stream,
                                                            const ModelWeights& weights,
                                                            const HostTier& tier, const Plan& plan,
@@ -113,6 +123,9 @@ class StreamingProvider final : public GroupProvider {
   // thread).
   Status copy_group(Stream& on, size_t g, void* dst);
   void count_copy(const Call& call);
+  // Allocates and zeroes the buffers of `resident` (in that order), then copies each group in as
+  // soon as the tier has registered the pieces under it.
+  Status load_resident(Stream& stream, const HostTier& tier, const std::vector<size_t>& resident);
   // host_probe_*: the largest streamed group into slot 0, timed, synchronizing `stream`.
   Status measure_host_rate(Stream& stream);
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -139,8 +141,17 @@ bool refuse_while_capturing(CudaStream& s, std::string_view what) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaDeviceProp prop, UniqueLtHandle lt, std::unique_ptr<NvmlProbe> probe)
-      : device_(device), prop_(prop), lt_(std::move(lt)), probe_(std::move(probe)) {}
+  CudaBackend(int device, cudaDeviceProp prop, UniqueLtHandle lt, std::unique_ptr<NvmlProbe> probe,
+              std::vector<std::pair<std::string, double>> creation)
+      : device_(device),
+        prop_(prop),
+        lt_(std::move(lt)),
+        probe_(std::move(probe)),
+        creation_(std::move(creation)) {}
+
+  std::vector<std::pair<std::string, double>> creation_seconds() const override {
+    return creation_;
+  }
 
   std::optional<uint64_t> driver_device_bytes() const override {
     if (probe_) return probe_->process_bytes();
@@ -195,6 +206,13 @@ class CudaBackend final : public Backend {
       return r;
     }
     void* p = const_cast<void*>(data);  // registration does not write; ReadOnly says so
+    // The host tier registers pieces on threads of its own: make this backend's device theirs.
+    if (const cudaError_t set = cudaSetDevice(device_); set != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.how =
+          std::string("cudaSetDevice before cudaHostRegister failed: ") + cudaGetErrorString(set);
+      return r;
+    }
     const cudaError_t err = cudaHostRegister(p, bytes, cudaHostRegisterReadOnly);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
@@ -512,6 +530,7 @@ class CudaBackend final : public Backend {
   UniqueLtHandle lt_;
   LinearAlgoCache algo_cache_;
   std::unique_ptr<NvmlProbe> probe_;  // may be null
+  std::vector<std::pair<std::string, double>> creation_;
 };
 
 bool cuda_available() {
@@ -524,9 +543,18 @@ bool cuda_available() {
 }
 
 Result<std::unique_ptr<Backend>> create_cuda_backend() {
+  // Each step timed: what a fast start spends here (`run --json`: start.backend_parts).
+  std::vector<std::pair<std::string, double>> creation;
+  auto t = std::chrono::steady_clock::now();
+  auto step = [&](const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    creation.emplace_back(name, std::chrono::duration<double>(now - t).count());
+    t = now;
+  };
   if (!cuda_available()) {
     return make_error(ErrorCode::unsupported, "cuda: no CUDA device is visible");
   }
+  step("driver");
   const int device = 0;
   // The outside view of device memory, opened before this process has a context on the device
   // so that its baseline is what others use.
@@ -537,7 +565,9 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
   } else {
     (void)cudaGetLastError();
   }
+  step("nvml");
   FERRY_CUDA_CHECK(cudaSetDevice(device));
+  FERRY_CUDA_CHECK(cudaFree(nullptr));  // the primary context, made now if cudaSetDevice did not
   // The context reserves local memory for every thread the device can hold at the per-thread
   // stack limit (1 KiB by default: ~260 MiB on a 132-SM H200), all of it inside the budget.
   // The driver grows the limit at a launch that needs more (cuCtxSetLimit's contract), so start
@@ -547,8 +577,10 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
   if (cudaDeviceSetLimit(cudaLimitStackSize, kThreadStackBytes) != cudaSuccess) {
     (void)cudaGetLastError();
   }
+  step("context");
   cudaDeviceProp prop{};
   FERRY_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  step("properties");
   // Ops run through the backend take scratch from their stream's ScratchStack. Kernels launched on
   // a bare stream (op tests, micro-benchmarks) take it from the device's default memory pool in
   // stream order instead; for them, keep up to kPoolRetainBytes cached across
@@ -558,9 +590,11 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
   FERRY_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   uint64_t retain = kPoolRetainBytes;
   FERRY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &retain));
+  step("memory pool");
   FERRY_ASSIGN_OR_RETURN(UniqueLtHandle lt, make_lt_handle());
-  return std::unique_ptr<Backend>(
-      std::make_unique<CudaBackend>(device, prop, std::move(lt), std::move(probe)));
+  step("cublaslt");
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(
+      device, prop, std::move(lt), std::move(probe), std::move(creation)));
 }
 
 }  // namespace
