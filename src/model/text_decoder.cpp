@@ -1,6 +1,5 @@
 #include "model/text_decoder.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -63,7 +62,7 @@ void TextDecoder::layout(ActivationLayout& c, const TextConfig& config, int64_t 
   c.add(&qkv_, DType::bf16, m, qdim + 2 * kv_dim);
   c.add(&attn_, DType::bf16, m, qdim);
   c.add(&proj_, DType::bf16, m, config.hidden_size);
-  c.add(&gate_up_, DType::bf16, std::min(m, block_rows_), 2 * config.intermediate_size);
+  c.add(&gate_up_, DType::bf16, m, 2 * config.intermediate_size);
   c.add(&act_, DType::bf16, m, config.intermediate_size);
   c.add(&head_in_, DType::bf16, 1, config.hidden_size);
   c.add(&logits_, DType::bf16, 1, config.vocab_size);
@@ -78,7 +77,7 @@ uint64_t TextDecoder::activation_bytes(const TextConfig& config, int64_t max_ste
 
 Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backend,
                                         int64_t max_step_tokens, int64_t cache_capacity,
-                                        SharedRegion* activations, int64_t gate_up_block_rows) {
+                                        SharedRegion* activations) {
   if (config.hidden_size <= 0 || config.num_layers <= 0 || config.num_heads <= 0 ||
       config.num_kv_heads <= 0 || config.head_dim <= 0 || config.head_dim % 2 != 0 ||
       config.num_heads % config.num_kv_heads != 0 || config.vocab_size <= 0 ||
@@ -88,9 +87,6 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   if (config.attention_bias) {
     return make_error(ErrorCode::unsupported, "text decoder: attention biases are not supported");
   }
-  if (gate_up_block_rows <= 0) {
-    return make_error(ErrorCode::invalid_argument, "text decoder: gate|up blocks need rows");
-  }
   if (max_step_tokens <= 0 || cache_capacity < max_step_tokens) {
     return make_error(ErrorCode::invalid_argument,
                       "text decoder: need 0 < max step tokens <= cache capacity");
@@ -99,7 +95,6 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   d.config_ = config;
   d.backend_ = &backend;
   d.max_tokens_ = max_step_tokens;
-  d.block_rows_ = gate_up_block_rows;
   const int64_t kv_dim = config.num_kv_heads * config.head_dim;
   FERRY_ASSIGN_OR_RETURN(d.cache_,
                          KvCache::create(backend, config.num_layers, cache_capacity, kv_dim));
@@ -308,16 +303,11 @@ Status TextDecoder::run_gate_up(Stream& stream, const WeightGroup& group, void* 
   // The residual add and the post-attention norm in one op.
   FERRY_RETURN_IF_ERROR(backend_->run(stream, AddRmsNorm{x, proj, ln2, nm, eps}));
   const int64_t inter = config_.intermediate_size;
-  // In blocks of rows (kGateUpBlockRows): the gate|up output is one block, not the whole step.
-  for (int64_t r0 = 0; r0 < n; r0 += block_rows_) {
-    const int64_t rows = std::min(block_rows_, n - r0);
-    const TensorView gate_up = gate_up_.slice_rows(0, rows);
-    FERRY_RETURN_IF_ERROR(
-        run_projections(*backend_, stream, nm.slice_rows(r0, rows), {wg, wu}, gate_up));
-    FERRY_RETURN_IF_ERROR(
-        backend_->run(stream, SwiGlu{gate_up.slice_cols(0, inter), gate_up.slice_cols(inter, inter),
-                                     act_.slice_rows(r0, rows)}));
-  }
+  const TensorView gate_up = gate_up_.slice_rows(0, n);
+  const TensorView act = act_.slice_rows(0, n);
+  FERRY_RETURN_IF_ERROR(run_projections(*backend_, stream, nm, {wg, wu}, gate_up));
+  FERRY_RETURN_IF_ERROR(backend_->run(
+      stream, SwiGlu{gate_up.slice_cols(0, inter), gate_up.slice_cols(inter, inter), act}));
   return {};
 }
 

@@ -28,13 +28,6 @@
 
 namespace ferry {
 
-// A step of more tokens than this (a long prompt's prefill) runs its gate|up GEMM and SwiGLU in
-// blocks of this many rows, so the gate|up output buffer holds one block (50 MB for Qwen3-8B's
-// MLP instead of 148 MB at 3007 tokens): device memory a budget gives to weights instead. A
-// constant, not a function of the budget, so every plan computes the same blocks and gives the
-// same bits; steps of at most this many tokens (decode, short prompts) run as one block.
-inline constexpr int64_t kGateUpBlockRows = 1024;
-
 // Qwen3-VL inputs of a prefill: rows of `image_embeds` replace the embeddings at `rows` (the
 // <|image_pad|> positions, in order), and deepstack[k] is added at those rows after layer k.
 struct VisualInjection {
@@ -50,11 +43,9 @@ class TextDecoder {
   // max_step_tokens: the longest step (the prompt); cache_capacity: prompt + generated tokens.
   // `activations`: carve the activation buffers from this region (shared with the vision
   // tower's working buffers, model/shared_region.h) instead of allocating them.
-  // `gate_up_block_rows`: the row blocks of the gate|up GEMM (kGateUpBlockRows; tests vary it).
   static Result<TextDecoder> create(const TextConfig& config, Backend& backend,
                                     int64_t max_step_tokens, int64_t cache_capacity,
-                                    SharedRegion* activations = nullptr,
-                                    int64_t gate_up_block_rows = kGateUpBlockRows);
+                                    SharedRegion* activations = nullptr);
   // The bytes of the activation buffers create() lays out (the KV cache apart).
   static uint64_t activation_bytes(const TextConfig& config, int64_t max_step_tokens);
 
@@ -96,7 +87,6 @@ class TextDecoder {
  private:
   TextDecoder() = default;
   void layout(ActivationLayout& c, const TextConfig& config, int64_t max_step_tokens);
-  int64_t block_rows_ = kGateUpBlockRows;  // gate|up row blocks (create's gate_up_block_rows)
   // Whether layer `layer`'s MLP output is still in proj_, not yet added to x_ (the next layer's
   // input norm or the head adds it, in one op with the norm). Derived from the layer index and
   // the step's visual inputs, never tracked: a replayed layer runs no host code, so state that

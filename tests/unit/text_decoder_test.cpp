@@ -112,28 +112,6 @@ TEST_F(DecoderFixture, DecodeStepMatchesLongerPrefill) {
                                 << ", prefilled " << prefilled[worst];
 }
 
-// A long step's gate|up GEMM runs in row blocks (kGateUpBlockRows): on the CPU backend, whose
-// GEMMs never split a row's reduction, blocks of 5 rows over a 33-token prefill (6 full blocks
-// and a remainder) give the same bits as one block, and so does the decode step that reads the
-// cache after it. A block that missed or overlapped rows would change them.
-TEST_F(DecoderFixture, GateUpRowBlocksGiveTheSameBits) {
-  const TextConfig& t = config_.text();
-  const std::vector<int32_t> ids = random_text_ids(4, 33, t.vocab_size);
-  auto whole = TextDecoder::create(t, *backend_, 33, 34, nullptr, 64);
-  auto blocked = TextDecoder::create(t, *backend_, 33, 34, nullptr, 5);
-  ASSERT_TRUE(whole.ok() && blocked.ok());
-  // The gate|up buffer stops growing at a block: 512 more rows past it cost 512 rows of
-  // 2 x intermediate bf16 less than 512 more rows below it.
-  auto bytes = [&](int64_t m) { return static_cast<int64_t>(TextDecoder::activation_bytes(t, m)); };
-  EXPECT_EQ((bytes(1024) - bytes(512)) - (bytes(2048) - bytes(1536)),
-            512 * 2 * t.intermediate_size * 2);
-  const std::vector<float> a = step(*whole, ids), b = step(*blocked, ids);
-  ASSERT_FALSE(a.empty());
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(step(*whole, {ids[3]}), step(*blocked, {ids[3]}));
-  EXPECT_FALSE(TextDecoder::create(t, *backend_, 33, 34, nullptr, 0).ok());
-}
-
 TEST_F(DecoderFixture, RejectsIdsOutsideTheVocabularyAndFullCache) {
   const TextConfig& t = config_.text();
   auto d = TextDecoder::create(t, *backend_, 4, 4);
