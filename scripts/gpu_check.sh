@@ -488,11 +488,21 @@ stage_session4a() {
     --profile "$LOGS/ar1.profile.json" --runs 3 --warmup 1 --plot "$OUT/bench_sweep_ar1.svg"
   cp "$LOGS/bench_sweep_ar1.log" "$OUT/bench_sweep_ar1.json" 2>/dev/null
 }
-# Second call: the planner against the alternatives at 15 and 8 GiB, the map path, host memory
-# of concurrent processes.
+# Second call: the profile with the timing events' cost taken off and the measured sweep against
+# its prediction; the start breakdown; the map path.
 stage_session4b() {
-  stage_alternatives_ar1
+  local m="$models/alpamayo-r1-10b"
+  planned_profile alpamayo-r1-10b ar1
+  step bench_sweep_ar1 400 "$build/ferry" bench --model "$m" --sweep auto --json --quiet \
+    --profile "$LOGS/ar1.profile.json" --runs 3 --warmup 1 --plot "$OUT/bench_sweep_ar1.svg"
+  cp "$LOGS/bench_sweep_ar1.log" "$OUT/bench_sweep_ar1.json" 2>/dev/null
+  stage_start_ar1
   stage_map_tiny
+}
+# Third call: the planner against the alternatives at 15 and 8 GiB, host memory of concurrent
+# processes.
+stage_session4c() {
+  stage_alternatives_ar1
   stage_host_memory_ar1
 }
 
