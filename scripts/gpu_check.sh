@@ -311,7 +311,7 @@ sweep_model() {  # sweep_model PRESET NAME RUNS [WORKLOAD...]
   local preset=$1 name=$2 runs=$3; shift 3
   planned_profile "$preset" "$name" "$@"
   step "bench_sweep_$name" 590 "$build/ferry" bench --model "$models/$preset" --sweep auto \
-    --profile "$LOGS/$name.profile.json" --runs "$runs" --warmup 1 --quiet \
+    --profile "$LOGS/$name.profile.json" --runs "$runs" --warmup 1 --quiet --json \
     --plot "$OUT/bench_sweep_$name.svg" "$@"
 }
 qwen_workload=(--prompt-tokens 1500 --tokens 128)
@@ -504,6 +504,8 @@ stage_session4b() {
 stage_session4c() {
   stage_alternatives_ar1
   stage_host_memory_ar1
+  stage_sweep_8b
+  cp "$LOGS/bench_sweep_8b.log" "$OUT/bench_sweep_8b.json" 2>/dev/null
 }
 
 # Fast start (issue 11 item 5): process start to first inference ready at 15 GiB, warm page
