@@ -501,11 +501,11 @@ stage_session4b() {
 }
 # Third call: the planner against the alternatives at 15 and 8 GiB, host memory of concurrent
 # processes.
-# The Qwen3-8B sweep in a short device budget: 8 budgets, one timed run each, no warm-up.
+# The Qwen3-8B sweep in a short device budget: 6 budgets, a warm-up and one timed run each.
 stage_sweep_8b_quick() {
   planned_profile qwen3-8b 8b "${qwen_workload[@]}"
   step bench_sweep_8b 420 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
-    --sweep-points 8 --profile "$LOGS/8b.profile.json" --runs 1 --warmup 0 --quiet --json \
+    --sweep-points 6 --profile "$LOGS/8b.profile.json" --runs 1 --warmup 1 --quiet --json \
     --plot "$OUT/bench_sweep_8b.svg" "${qwen_workload[@]}"
   cp "$LOGS/bench_sweep_8b.log" "$OUT/bench_sweep_8b.json" 2>/dev/null
 }
