@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <tuple>
 
 #include "plan/knapsack.h"
 #include "plan/predictor.h"
@@ -225,8 +227,21 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
   const std::vector<size_t> worth_order = by_worth(candidates_, false);
   const std::vector<size_t> least_benefit(order_.rbegin(), order_.rend());
 
-  for (size_t r : residents) {  // swap, then fill
-    for (size_t g : streamed) {
+  // Swap candidates: of each class of interchangeable groups, the first few by worth.
+  auto firsts = [&](const std::vector<size_t>& order) {
+    std::map<std::tuple<int, int, uint64_t>, int> taken;
+    std::vector<size_t> out;
+    for (size_t g : order) {
+      const WeightGroup& w = weights_.groups[g];
+      const auto key =
+          std::make_tuple(static_cast<int>(w.kind), static_cast<int>(w.part), s_.bytes[g]);
+      if (++taken[key] <= options_.swaps_per_class) out.push_back(g);
+    }
+    return out;
+  };
+  const std::vector<size_t> swap_out = firsts(loss_order), swap_in = firsts(gain_order);
+  for (size_t r : swap_out) {  // swap, then fill
+    for (size_t g : swap_in) {
       SearchState st = cur;
       st.resident[r] = 0;
       st.resident[g] = 1;

@@ -16,7 +16,10 @@
 //      which orders the compound moves better than the static benefit:
 //        swap     one resident streams, one streamed group becomes resident, then the room left
 //                 is filled by worth (one for one, one for several, a resident moved to another
-//                 position of its module);
+//                 position of its module); of each class of interchangeable groups (kind, layer
+//                 part, size: the 36 gate|up parts of a text model are one class) only the
+//                 `swaps_per_class` first by worth take part, which keeps the moves per round
+//                 near (classes × that)² instead of residents × streamed;
 //        evict    a streamed group becomes resident, residents of least worth (or least static
 //                 benefit) stream until it fits, then the room left is filled;
 //        re-choose  every resident chosen again by a knapsack over the worths (plan/knapsack.h),
@@ -43,11 +46,13 @@
 namespace ferry {
 
 struct PlannerOptions {
-  int max_slots = 4;                 // pipelined ring sizes tried: 2..max_slots (at most 64)
-  bool allow_sequential = true;      // one slot, no overlap: for budgets below two slots
-  bool allow_pipelined = true;       // rings of 2..max_slots (false: sequential mode only)
-  int kicks = 8;                     // nearest non-improving neighbours searched from
-  int forced_resolves = 8;           // knapsack re-choices with one group forced in / out
+  int max_slots = 4;             // pipelined ring sizes tried: 2..max_slots (at most 64)
+  bool allow_sequential = true;  // one slot, no overlap: for budgets below two slots
+  bool allow_pipelined = true;   // rings of 2..max_slots (false: sequential mode only)
+  int kicks = 8;                 // nearest non-improving neighbours searched from
+  int forced_resolves = 8;       // knapsack re-choices with one group forced in / out
+  int swaps_per_class = 4;  // swap moves: of each class of groups (kind, layer part, size), the
+                            // residents of least worth and streamed groups of most worth tried
   int64_t max_evaluations = 200000;  // predictor runs the search may spend
 };
 
