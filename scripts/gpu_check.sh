@@ -516,6 +516,19 @@ stage_session4c() {
   cp "$LOGS/bench_sweep_8b.log" "$OUT/bench_sweep_8b.json" 2>/dev/null
 }
 
+# The start at 15 GiB in a short device budget: the old order against the overlapped one.
+stage_start_quick() {
+  local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
+    --image-size 320x576 --prompt-tokens 3007 --tokens 21)
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step start_warm 300 "$build/ferry" run --model "$m" "${args[@]}"
+  step start_serial 300 "$build/ferry" run --model "$m" "${args[@]}" --register-piece 0 \
+    --register-threads 0
+  step start_overlap 300 "$build/ferry" run --model "$m" "${args[@]}"
+  step same_start_overlap 10 same_as "$LOGS/start_serial.log" "$LOGS/start_overlap.log"
+  step start_overlap2 300 "$build/ferry" run --model "$m" "${args[@]}"
+}
+
 # Fast start (issue 11 item 5): process start to first inference ready at 15 GiB, warm page
 # cache, the registration overlapped (default) against the old order (one call per shard, all
 # before planning) and with more registering threads; run --json's "start" per log, same bytes.
