@@ -107,11 +107,6 @@ void profile(const ProfileArgs& a) {
     j["all_copies_s"] = dma_total;
     j["pipelined_copy_ratio"] = pipeline_ratio;
     for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
-      const size_t i = phase_index(ph);
-      j["timing_cost"][phase_name(ph)] = {{"per_call_s", calls.timing.per_call_s[i]},
-                                          {"per_copy_s", calls.timing.per_copy_s[i]}};
-    }
-    for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
       if (exe[phase_index(ph)] > 0) j["compute_s"][phase_name(ph)] = exe[phase_index(ph)];
     }
     j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
@@ -132,13 +127,6 @@ void profile(const ProfileArgs& a) {
       exe[0], exe[1], exe[2], exe[3]);
   std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
               p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
-  std::printf("timing     what the timing events cost, taken off the spans (per call | per copy):");
-  for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
-    const size_t i = phase_index(ph);
-    std::printf(" %s %.2f | %.2f us", phase_name(ph), calls.timing.per_call_s[i] * 1e6,
-                calls.timing.per_copy_s[i] * 1e6);
-  }
-  std::printf("\n");
   print_plan(stdout, session->plan(), weights, session->memory());
   std::printf("wrote      %s (%zu groups)\n", a.out.c_str(), p.groups.size());
 }

@@ -145,32 +145,7 @@ std::array<std::optional<double>, 3> host_step_gaps(const std::vector<StreamTime
   return out;
 }
 
-TimingCost timing_cost(const std::vector<StreamTimeline>& timelines,
-                       const std::vector<std::array<double, kPhaseCount>>& timed_phase_s,
-                       const std::vector<std::array<double, kPhaseCount>>& plain_phase_s) {
-  TimingCost cost;
-  if (timelines.empty() || timed_phase_s.empty() || plain_phase_s.empty()) return cost;
-  const TimelineSummary sum = summarize_timeline(timelines.front());
-  std::array<int64_t, kPhaseCount> calls{};
-  for (const Call& c : timelines.front().calls) ++calls[phase_index(c.phase)];
-  for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
-    std::vector<double> timed, plain;
-    for (const auto& t : timed_phase_s) timed.push_back(t[ph]);
-    for (const auto& t : plain_phase_s) plain.push_back(t[ph]);
-    const double extra = median(timed) - median(plain);
-    if (!(extra > 0)) continue;
-    const PhaseStreamStats& p = sum.phases[ph];
-    if (p.copy_busy_s > p.compute_s && p.copies > 0) {
-      cost.per_copy_s[ph] = extra / static_cast<double>(p.copies);
-    } else if (calls[ph] > 0) {
-      cost.per_call_s[ph] = extra / static_cast<double>(calls[ph]);
-    }
-  }
-  return cost;
-}
-
-PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups,
-                             const TimingCost& cost) {
+PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
   // Per (group, phase): the mean over the phase's calls in each run.
   std::vector<std::array<std::vector<double>, kPhaseCount>> per_run(groups);
   for (const StreamTimeline& t : timelines) {
@@ -180,8 +155,7 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
       const auto g = static_cast<size_t>(t.calls[i].group);
       if (g >= groups) continue;
       const size_t ph = phase_index(t.calls[i].phase);
-      const double span = std::max(0.0, t.compute[i].seconds());
-      sum[g][ph] += std::max(0.5 * span, span - cost.per_call_s[ph]);
+      sum[g][ph] += std::max(0.0, t.compute[i].seconds());
       ++count[g][ph];
     }
     for (size_t g = 0; g < groups; ++g) {
@@ -202,16 +176,14 @@ PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_
 }
 
 std::vector<std::optional<double>> pipelined_copy_times(
-    const std::vector<StreamTimeline>& timelines, size_t groups, const TimingCost& cost) {
+    const std::vector<StreamTimeline>& timelines, size_t groups) {
   std::vector<std::vector<double>> spans(groups);
   for (const StreamTimeline& t : timelines) {
     for (size_t i = 0; i < t.calls.size() && i < t.copy_of.size(); ++i) {
       const int64_t k = t.copy_of[i];
       const auto g = static_cast<size_t>(t.calls[i].group);
       if (k < 0 || static_cast<size_t>(k) >= t.copies.size() || g >= groups) continue;
-      const double span = std::max(0.0, t.copies[static_cast<size_t>(k)].seconds());
-      const double taken = cost.per_copy_s[phase_index(t.calls[i].phase)];
-      spans[g].push_back(std::max(0.5 * span, span - taken));
+      spans[g].push_back(std::max(0.0, t.copies[static_cast<size_t>(k)].seconds()));
     }
   }
   std::vector<std::optional<double>> out(groups);
@@ -248,7 +220,6 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
   m.runs = runs;
   StreamingProvider& streaming = session.streaming_provider();
   std::vector<StreamTimeline> timelines;
-  std::vector<std::array<double, kPhaseCount>> timed_phase_s, plain_phase_s;
   streaming.set_timeline(true);
   for (int r = 0; r < runs; ++r) {
     Result<InferenceResult> run = session.run();
@@ -262,16 +233,10 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
       return t.error();
     }
     timelines.push_back(std::move(t).value());
-    timed_phase_s.push_back(run->times.seconds);
   }
   streaming.set_timeline(false);
-  for (int r = 0; r < runs; ++r) {
-    FERRY_ASSIGN_OR_RETURN(InferenceResult run, session.run());
-    plain_phase_s.push_back(run.times.seconds);
-  }
-  m.timing = timing_cost(timelines, timed_phase_s, plain_phase_s);
-  m.exe_s = exe_times(timelines, weights.groups.size(), m.timing);
-  m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size(), m.timing);
+  m.exe_s = exe_times(timelines, weights.groups.size());
+  m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size());
 
   HostTimer timer(session.backend(), session.provider(), weights);
   for (int r = 0; r < runs; ++r) {

@@ -40,32 +40,14 @@ namespace ferry {
 Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
                                                  const HostTier& tier, int runs);
 
-// What the timeline's timing events cost the pipeline they measure, per phase. With a pair of
-// events around every call and every copy, a graph's first kernel waits for its start event, and
-// back-to-back copies lose their overlapped setup: on the H200 a decode call's span was ~8 us
-// longer than the same call run plain. The cost is measured, not fitted: the median wall time of
-// each phase in the timed runs minus the same in plain runs of the same plan, spread over the
-// engine that bounds the phase in the timeline (its copies when the copy engine was busier than
-// the compute engine, else its calls).
-struct TimingCost {
-  std::array<double, kPhaseCount> per_call_s{};  // to take off each call's compute span
-  std::array<double, kPhaseCount> per_copy_s{};  // to take off each copy span serving the phase
-};
-TimingCost timing_cost(const std::vector<StreamTimeline>& timelines,
-                       const std::vector<std::array<double, kPhaseCount>>& timed_phase_s,
-                       const std::vector<std::array<double, kPhaseCount>>& plain_phase_s);
-
-// C_EXE per group and phase (median over timelines of the mean over the phase's calls), each
-// span less `cost.per_call_s` of its phase (never below half the span).
+// C_EXE per group and phase (median over timelines of the mean over the phase's calls).
 using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseCount>>;
-PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups,
-                             const TimingCost& cost = {});
+PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
 
 // Per group: the median copy span of its streamed calls in the timelines (absent for groups
-// the session did not stream), each span less `cost.per_copy_s` of the phase of the call it serves
-// (never below half the span).
+// the session did not stream).
 std::vector<std::optional<double>> pipelined_copy_times(
-    const std::vector<StreamTimeline>& timelines, size_t groups, const TimingCost& cost = {});
+    const std::vector<StreamTimeline>& timelines, size_t groups);
 
 // The device-side gap a host step leaves in the pipeline: per HostStep kind (index: HostStep), the
 // median over the timelines of compute start of the call after the step minus compute end of the
@@ -80,7 +62,6 @@ struct CallMeasurements {
   PhaseTimesOfGroups exe_s;                            // per group
   std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
-  TimingCost timing;  // what was taken off the spans
   int runs = 0;
 };
 
@@ -95,7 +76,7 @@ std::vector<double> pipelined_dma(const std::vector<double>& alone_s,
                                   double* ratio = nullptr);
 
 // `runs` timed inferences with the timeline (after `warmup` untimed ones, which also record the
-// session's graphs), `runs` plain ones (the timing cost), then `runs` with the host timer.
+// session's graphs), then `runs` with the host timer.
 Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
                                        int warmup);
 

@@ -87,48 +87,5 @@ TEST(HostStepGaps, MedianGapPerKindSkippingCopyWaits) {
   EXPECT_FALSE(host_step_gaps({}, w)[static_cast<size_t>(HostStep::sampling)].has_value());
 }
 
-// The timing events' cost: the timed runs' phase walls minus the plain runs', spread over the
-// phase's calls where compute bounds it, over its copies where the copy engine does.
-TEST(TimingCost, SpreadOverTheBoundingEngineAndTakenOffTheSpans) {
-  StreamTimeline t;
-  // Decode: three resident calls of group 0 (compute-bound). Expert: two streamed calls of
-  // group 1 whose copies (4 s each) dwarf their compute (1 s each).
-  for (int i = 0; i < 3; ++i) t.calls.push_back(call_of(0));
-  for (int i = 0; i < 2; ++i) {
-    Call c = call_of(1);
-    c.phase = Phase::expert;
-    t.calls.push_back(c);
-  }
-  t.compute = {{0, 2}, {2, 4}, {4, 6}, {10, 11}, {15, 16}};
-  t.copy_of = {-1, -1, -1, 0, 1};
-  t.copies = {{6, 10}, {11, 15}};
-  t.copy_bytes = {100, 100};
-  const size_t dec = phase_index(Phase::decode), exp = phase_index(Phase::expert);
-  std::array<double, kPhaseCount> timed{}, plain{};
-  timed[dec] = 6.0;
-  plain[dec] = 5.7;  // 0.3 s over 3 calls
-  timed[exp] = 10.0;
-  plain[exp] = 9.8;  // 0.2 s over 2 copies
-  const TimingCost cost = timing_cost({t}, {timed, timed}, {plain, plain});
-  EXPECT_NEAR(cost.per_call_s[dec], 0.1, 1e-12);
-  EXPECT_DOUBLE_EQ(cost.per_copy_s[dec], 0.0);
-  EXPECT_NEAR(cost.per_copy_s[exp], 0.1, 1e-12);
-  EXPECT_DOUBLE_EQ(cost.per_call_s[exp], 0.0);
-  // Taken off: decode spans 2 -> 1.9; expert copy spans 4 -> 3.9; expert compute untouched.
-  const PhaseTimesOfGroups exe = exe_times({t}, 2, cost);
-  EXPECT_NEAR(*exe[0][dec], 1.9, 1e-12);
-  EXPECT_NEAR(*exe[1][exp], 1.0, 1e-12);
-  const auto copies = pipelined_copy_times({t}, 2, cost);
-  EXPECT_NEAR(*copies[1], 3.9, 1e-12);
-  // Plain runs no faster than timed ones: nothing to take off.
-  const TimingCost none = timing_cost({t}, {plain}, {timed});
-  EXPECT_DOUBLE_EQ(none.per_call_s[dec], 0.0);
-  EXPECT_DOUBLE_EQ(none.per_copy_s[exp], 0.0);
-  // Never below half a span, whatever the cost claims.
-  TimingCost huge;
-  huge.per_call_s[dec] = 100;
-  EXPECT_NEAR(*exe_times({t}, 2, huge)[0][dec], 1.0, 1e-12);
-}
-
 }  // namespace
 }  // namespace ferry
