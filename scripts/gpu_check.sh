@@ -369,18 +369,9 @@ stage_bytes_ar1() {
     --prompt-tokens 3007 --tokens 21 --vram 15GiB
 }
 
-# One call for a short device budget, most important first: the merged runtime's outputs on
-# CUDA (tiny plans, host paths, memcheck), the planner's plans at full size against the
-# all-resident bytes, budgeted benches, a measured profile and the predicted curve, the probe.
-stage_quick_all() {
-  stream_runs alpamayo-tiny 40MB
-  step path_bounce_tiny 120 "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet \
-    --resident text.embed --host-path bounce
-  step resident_embed_tiny 120 "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet \
-    --resident text.embed
-  step same_bounce_tiny 10 same_as "$LOGS/resident_embed_tiny.log" "$LOGS/path_bounce_tiny.log"
-  step sanitize_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/ferry" \
-    run --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
+# The planner's plans at 15, 8 and 2.5 GiB against the all-resident bytes (outside peaks
+# watched), then the budgeted benches at 15 and 8 GiB.
+budgets_ar1() {
   local m="$models/alpamayo-r1-10b" v
   local args=(--json --quiet --images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
   synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
@@ -391,6 +382,29 @@ stage_quick_all() {
   done
   bench_vram alpamayo-r1-10b 15GiB
   bench_vram alpamayo-r1-10b 8GiB
+}
+# The measured sweep against the prediction of the profile in $LOGS/ar1.profile.json, as JSON.
+measured_sweep_ar1() {
+  step bench_sweep_ar1 400 "$build/ferry" bench --model "$models/alpamayo-r1-10b" --sweep auto \
+    --json --quiet --profile "$LOGS/ar1.profile.json" --runs 3 --warmup 1 \
+    --plot "$OUT/bench_sweep_ar1.svg"
+  cp "$LOGS/bench_sweep_ar1.log" "$OUT/bench_sweep_ar1.json" 2>/dev/null
+}
+
+# One call for a short device budget, most important first: the merged runtime's outputs on
+# CUDA (tiny plans, host paths, memcheck), the planner's plans at full size against the
+# all-resident bytes, budgeted benches, a measured profile and the predicted curve, the probe.
+stage_quick_all() {
+  stream_runs alpamayo-tiny 800MB
+  step path_bounce_tiny 120 "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet \
+    --resident text.embed --host-path bounce
+  step resident_embed_tiny 120 "$build/ferry" run --model "$models/alpamayo-tiny" --json --quiet \
+    --resident text.embed
+  step same_bounce_tiny 10 same_as "$LOGS/resident_embed_tiny.log" "$LOGS/path_bounce_tiny.log"
+  step sanitize_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/ferry" \
+    run --model "$models/alpamayo-tiny" --json --quiet --resident none --tokens 2 --steps 1 --images 1
+  local m="$models/alpamayo-r1-10b"
+  budgets_ar1
   step profile_ar1_15g 200 "$build/ferry" profile --model "$m" --vram 15GiB \
     --out "$OUT/ar1.profile.json" --runs 3 --quiet
   step plan_sweep_ar1 60 "$build/ferry" plan --model "$m" --sweep --profile "$OUT/ar1.profile.json" \
@@ -471,31 +485,19 @@ stage_runtime() {
 stage_session4a() {
   stage_runtime
   stream_runs alpamayo-tiny 800MB
-  local m="$models/alpamayo-r1-10b" v
-  local args=(--json --quiet --images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
-  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  step resident_ar1 200 "$build/ferry" run --model "$m" "${args[@]}"
-  for v in 15GiB 8GiB 2.5GiB; do
-    step "vram_ar1_$v" 200 watched "vram_ar1_$v" "$build/ferry" run --model "$m" "${args[@]}" --vram "$v"
-    step "same_ar1_$v" 10 same_as "$LOGS/resident_ar1.log" "$LOGS/vram_ar1_$v.log"
-  done
-  bench_vram alpamayo-r1-10b 15GiB
-  bench_vram alpamayo-r1-10b 8GiB
+  local m="$models/alpamayo-r1-10b"
+  budgets_ar1
   # All resident: the timed runs' median beside the timeline run's span (timing events' cost).
   step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
   planned_profile alpamayo-r1-10b ar1
-  step bench_sweep_ar1 400 "$build/ferry" bench --model "$m" --sweep auto --json --quiet \
-    --profile "$LOGS/ar1.profile.json" --runs 3 --warmup 1 --plot "$OUT/bench_sweep_ar1.svg"
-  cp "$LOGS/bench_sweep_ar1.log" "$OUT/bench_sweep_ar1.json" 2>/dev/null
+  measured_sweep_ar1
 }
-# Second call: the profile with the timing events' cost taken off and the measured sweep against
-# its prediction; the start breakdown; the map path.
+# Second call: the profile and the measured sweep against its prediction; the start breakdown;
+# the map path.
 stage_session4b() {
   local m="$models/alpamayo-r1-10b"
   planned_profile alpamayo-r1-10b ar1
-  step bench_sweep_ar1 400 "$build/ferry" bench --model "$m" --sweep auto --json --quiet \
-    --profile "$LOGS/ar1.profile.json" --runs 3 --warmup 1 --plot "$OUT/bench_sweep_ar1.svg"
-  cp "$LOGS/bench_sweep_ar1.log" "$OUT/bench_sweep_ar1.json" 2>/dev/null
+  measured_sweep_ar1
   stage_start_ar1
   stage_map_tiny
 }
@@ -533,14 +535,9 @@ stage_start_quick() {
 # cache, the registration overlapped (default) against the old order (one call per shard, all
 # before planning) and with more registering threads; run --json's "start" per log, same bytes.
 stage_start_ar1() {
+  stage_start_quick  # the page cache warmed, the old order against the overlapped one
   local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
     --image-size 320x576 --prompt-tokens 3007 --tokens 21) t
-  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  step start_warm 300 "$build/ferry" run --model "$m" "${args[@]}"  # the page cache warm
-  step start_serial 300 "$build/ferry" run --model "$m" "${args[@]}" --register-piece 0 \
-    --register-threads 0
-  step start_overlap 300 "$build/ferry" run --model "$m" "${args[@]}"
-  step same_start_overlap 10 same_as "$LOGS/start_serial.log" "$LOGS/start_overlap.log"
   for t in 2 4; do
     step "start_threads$t" 300 "$build/ferry" run --model "$m" "${args[@]}" --register-threads "$t"
     step "same_start_threads$t" 10 same_as "$LOGS/start_serial.log" "$LOGS/start_threads$t.log"

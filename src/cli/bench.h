@@ -43,6 +43,7 @@ struct TimedRuns {
   std::optional<InferenceResult> first;
   std::vector<PhaseTimes> times;  // one per timed run
   double median_total() const;
+  double median_of(Phase phase) const;  // the stage's median over the timed runs
 };
 TimedRuns time_runs(Session& session, const BenchArgs& a, const Checkpoint& checkpoint,
                     Progress& progress, bool say);

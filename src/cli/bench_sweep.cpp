@@ -119,10 +119,7 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     }
     std::array<double, 4> medians{};
     for (size_t ph = 0; ph < medians.size(); ++ph) {
-      std::vector<double> t;
-      for (const PhaseTimes& p : timed.times) t.push_back(p.seconds[ph]);
-      std::sort(t.begin(), t.end());
-      medians[ph] = t.empty() ? 0.0 : t[t.size() / 2];
+      medians[ph] = timed.median_of(static_cast<Phase>(ph));
     }
     r.measured_phase_s = medians;
     r.measured_link = static_cast<double>(st.bytes_copied - loaded.bytes_copied) /

@@ -41,11 +41,26 @@
 
 namespace ferry::cli {
 
+namespace {
+
+// The upper median of `t` (the middle one of an odd count): what bench reports.
+double upper_median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.empty() ? 0.0 : t[t.size() / 2];
+}
+
+}  // namespace
+
 double TimedRuns::median_total() const {
   std::vector<double> t;
   for (const PhaseTimes& p : times) t.push_back(p.total_seconds);
-  std::sort(t.begin(), t.end());
-  return t.empty() ? 0.0 : t[t.size() / 2];
+  return upper_median(std::move(t));
+}
+
+double TimedRuns::median_of(Phase phase) const {
+  std::vector<double> t;
+  for (const PhaseTimes& p : times) t.push_back(p.of(phase));
+  return upper_median(std::move(t));
 }
 
 TimedRuns time_runs(Session& session, const BenchArgs& a, const Checkpoint& checkpoint,
@@ -94,11 +109,7 @@ struct StageStats {
   double floor = 0, flops = 0, bytes = 0;
   int64_t calls = 0;
 
-  double median() const {
-    std::vector<double> s = seconds;
-    std::sort(s.begin(), s.end());
-    return s.empty() ? 0.0 : s[s.size() / 2];
-  }
+  double median() const { return upper_median(seconds); }
   double min() const {
     return seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end());
   }

@@ -79,13 +79,13 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
   for (size_t i = 0; i < s.calls.size(); ++i) lb.compute_s += s.exe_s[i] + s.host_after_s[i];
 
   uint64_t copyable = 0;
-  std::vector<uint64_t> sizes;  // distinct sizes of the groups that can stream
+  std::vector<uint64_t> sizes;                      // distinct sizes of the groups that can stream
+  std::vector<uint64_t> value(s.group_count(), 0);  // per group: its traffic, bytes x calls
   for (size_t g = 0; g < s.group_count(); ++g) {
     if (s.host_allowed[g]) continue;
     copyable += s.bytes[g];
-    uint64_t value = 0;
-    if (__builtin_mul_overflow(s.bytes[g], static_cast<uint64_t>(s.calls_of[g]), &value) ||
-        value > (uint64_t{1} << 53) / std::max<size_t>(1, s.group_count())) {
+    if (__builtin_mul_overflow(s.bytes[g], static_cast<uint64_t>(s.calls_of[g]), &value[g]) ||
+        value[g] > (uint64_t{1} << 53) / std::max<size_t>(1, s.group_count())) {
       return make_error(ErrorCode::invalid_argument,
                         "lower bound: the traffic of one inference is beyond 2^53 bytes");
     }
@@ -101,12 +101,11 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
       std::vector<KnapsackItem> items;  // value: the traffic a group avoids when resident
       for (size_t g = 0; g < s.group_count(); ++g) {
         if (s.host_allowed[g]) continue;
-        const uint64_t value = s.bytes[g] * static_cast<uint64_t>(s.calls_of[g]);
         if (s.bytes[g] > t) {
           forced += s.bytes[g];
         } else {
-          traffic += value;
-          if (value > 0) items.push_back({s.bytes[g], static_cast<double>(value)});
+          traffic += value[g];
+          if (value[g] > 0) items.push_back({s.bytes[g], static_cast<double>(value[g])});
         }
       }
       if (forced > weight_budget) continue;  // larger groups and the slot do not fit
