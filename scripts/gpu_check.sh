@@ -531,6 +531,41 @@ stage_start_quick() {
   step start_overlap2 300 "$build/ferry" run --model "$m" "${args[@]}"
 }
 
+# Session 5, first call: the start after the planner's speedup, the outside peaks again (2.5 GiB
+# since the page tables are budgeted), the budgeted benches, and the raw timelines of a profile
+# under the 15 GiB plan and of one all resident (where each call's compute span goes).
+stage_session5a() {
+  stage_start_quick
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
+    tee "$OUT/start_ar1.txt"
+  budgets_ar1
+  local m="$models/alpamayo-r1-10b"
+  step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
+  step profile_ar1_15g 200 "$build/ferry" profile --model "$m" --vram 15GiB --runs 3 --quiet \
+    --out "$OUT/ar1.profile.json" --timeline-out "$OUT/ar1_15g.timelines.json"
+  step profile_ar1_resident 200 "$build/ferry" profile --model "$m" --runs 3 --quiet \
+    --out "$OUT/ar1_resident.profile.json" --timeline-out "$OUT/ar1_resident.timelines.json"
+}
+
+# start_table LOG...: one line per `run --json` log, its "start" by part.
+start_table() {
+  python3 - "$@" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    try:
+        s = json.loads(open(path).read().strip().splitlines()[-1])["start"]
+    except Exception:
+        continue
+    parts = ["config_s", "checkpoint_s", "backend_s", "tier_s", "plan_s", "reserve_s", "upload_s",
+             "upload_wait_s", "register_wait_s", "slots_s", "fallback_s", "runner_s", "other_s",
+             "register_s", "register_hidden_s"]
+    print(f"{path.rsplit('/', 1)[-1][:-4]}: total {s['total_s']:.3f} s (before main "
+          f"{s.get('before_main_s')}), " + ", ".join(f"{k[:-2]} {s[k]:.3f}" for k in parts if k in s) +
+          f", {s['register_pieces']} pieces on {s['register_threads']} threads; backend "
+          + json.dumps(s.get("backend_parts")))
+PY
+}
+
 # Fast start (issue 11 item 5): process start to first inference ready at 15 GiB, warm page
 # cache, the registration overlapped (default) against the old order (one call per shard, all
 # before planning) and with more registering threads; run --json's "start" per log, same bytes.
@@ -542,21 +577,7 @@ stage_start_ar1() {
     step "start_threads$t" 300 "$build/ferry" run --model "$m" "${args[@]}" --register-threads "$t"
     step "same_start_threads$t" 10 same_as "$LOGS/start_serial.log" "$LOGS/start_threads$t.log"
   done
-  python3 - "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_threads*.log <<'PY' |
-import json, sys
-for path in sys.argv[1:]:
-    try:
-        s = json.loads(open(path).read().strip().splitlines()[-1])["start"]
-    except Exception:
-        continue
-    parts = ["config_s", "checkpoint_s", "backend_s", "tier_s", "plan_s", "reserve_s", "upload_s",
-             "upload_wait_s", "register_wait_s", "slots_s", "fallback_s", "runner_s", "other_s",
-             "register_s", "register_hidden_s"]
-    print(f"{path.rsplit('/', 1)[-1][:-4]}: total {s['total_s']:.3f} s (before main "
-          f"{s.get('before_main_s')}), " + ", ".join(f"{k[:-2]} {s[k]:.3f}" for k in parts) +
-          f", {s['register_pieces']} pieces on {s['register_threads']} threads; backend "
-          + json.dumps(s.get("backend_parts")))
-PY
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_threads*.log |
     tee "$OUT/start_ar1.txt"
 }
 

@@ -33,6 +33,7 @@ struct ProfileArgs {
   WorkloadArgs workload;
   SessionArgs session;
   std::string out;
+  std::string timeline_out;
   int runs = 5;
   int warmup = 1;
   bool json = false;
@@ -40,6 +41,41 @@ struct ProfileArgs {
 };
 
 const Reporter report{"profile"};
+
+// The timed runs' timelines as recorded, for looking at one call at a time: the group names once,
+// then per run and call its group, phase, compute span and copy span (null when not streamed),
+// in seconds from the run's origin.
+nlohmann::ordered_json timelines_json(const std::vector<StreamTimeline>& timelines,
+                                      const ModelWeights& weights) {
+  nlohmann::ordered_json j;
+  j["format"] = "ferry-timelines";
+  j["version"] = 1;
+  nlohmann::ordered_json names = nlohmann::ordered_json::array();
+  for (const WeightGroup& g : weights.groups) names.push_back(g.name);
+  j["groups"] = std::move(names);
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  for (const StreamTimeline& t : timelines) {
+    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < t.calls.size() && i < t.compute.size(); ++i) {
+      nlohmann::ordered_json c = nlohmann::ordered_json::array();
+      c.push_back(t.calls[i].group);
+      c.push_back(phase_name(t.calls[i].phase));
+      c.push_back(t.compute[i].start);
+      c.push_back(t.compute[i].end);
+      const int64_t k = i < t.copy_of.size() ? t.copy_of[i] : -1;
+      if (k >= 0 && static_cast<size_t>(k) < t.copies.size()) {
+        c.push_back(t.copies[static_cast<size_t>(k)].start);
+        c.push_back(t.copies[static_cast<size_t>(k)].end);
+      }
+      calls.push_back(std::move(c));
+    }
+    runs.push_back({{"calls", std::move(calls)}});
+  }
+  j["fields"] = {"group",         "phase",        "compute_start_s",
+                 "compute_end_s", "copy_start_s", "copy_end_s"};
+  j["runs"] = std::move(runs);
+  return j;
+}
 
 // What the profile says the copies read: the tier's path as the planner's docs name it.
 std::string byte_path_of(const Backend& backend, const HostTier& tier) {
@@ -83,6 +119,10 @@ void profile(const ProfileArgs& a) {
                                      w, &pipeline_ratio);
   report.check(check_profile(p, weights, session->calls()));
   report.check(write_file_atomic(a.out, profile_to_json(p)));
+  if (!a.timeline_out.empty()) {
+    report.check(
+        write_file_atomic(a.timeline_out, timelines_json(calls.timelines, weights).dump()));
+  }
 
   double dma_total = 0;
   for (const GroupProfile& g : p.groups) dma_total += g.dma_s;
@@ -143,6 +183,9 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
       ->check(not_empty());
   cmd->add_option("--out", args->out, "The profile file to write")->check(not_empty())->required();
+  cmd->add_option("--timeline-out", args->timeline_out,
+                  "Also write every timed run's copy and compute spans per call (JSON)")
+      ->check(not_empty());
   add_int_option(cmd, "--runs", &args->runs, 1, 1000, "Runs each time is the median of")
       ->default_str(std::to_string(args->runs));
   add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed inferences first")

@@ -252,6 +252,7 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
   };
   m.host.sampling_s = in_pipeline(HostStep::sampling, timer.sampling);
   m.host.euler_s = in_pipeline(HostStep::euler, timer.euler);
+  m.timelines = std::move(timelines);
   return m;
 }
 

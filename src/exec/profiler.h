@@ -63,6 +63,7 @@ struct CallMeasurements {
   std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
   int runs = 0;
+  std::vector<StreamTimeline> timelines;  // the timed runs, as recorded (`profile --timeline-out`)
 };
 
 // C_DMA as the pipeline sees it. A copy issued back to back with others while kernels run takes

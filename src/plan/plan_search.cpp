@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include "plan/knapsack.h"
@@ -51,6 +52,11 @@ PlanSearch::PlanSearch(const ModelWeights& weights, const Schedule& schedule, ui
   std::sort(sizes_.begin(), sizes_.end(), std::greater<>());
   sizes_.erase(std::unique(sizes_.begin(), sizes_.end()), sizes_.end());
   if (sizes_.empty() || sizes_.back() != 0) sizes_.push_back(0);  // 0: everything resident
+  const int threads =
+      options.threads > 0
+          ? options.threads
+          : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
   size_index_.assign(schedule.group_count(), 0);
   for (size_t g : candidates_) {
     size_index_[g] = static_cast<size_t>(
@@ -114,8 +120,25 @@ Plan PlanSearch::to_plan(const SearchState& st) const {
 
 double PlanSearch::cost(const SearchState& st) {
   ++evaluations_;
-  scratch_ = to_plan(st);
-  return predict_total_s(s_, scratch_);
+  return predict_total_s(s_, to_plan(st));
+}
+
+std::vector<double> PlanSearch::costs(const std::vector<SearchState>& states, bool bounded) {
+  size_t n = states.size();
+  if (bounded) {
+    n = std::min<size_t>(
+        n, static_cast<size_t>(std::max<int64_t>(options_.max_evaluations - evaluations_, 0)));
+  }
+  evaluations_ += static_cast<int64_t>(n);
+  std::vector<double> out(n);
+  // Each prediction is a pure function of its state: the result is the same on any thread count.
+  parallel_for(pool_.get(), static_cast<int64_t>(n), 4, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto k = static_cast<size_t>(i);
+      out[k] = predict_total_s(s_, to_plan(states[k]));
+    }
+  });
+  return out;
 }
 
 std::optional<SearchState> PlanSearch::start(int slots) const {
@@ -167,9 +190,8 @@ bool PlanSearch::shrink(SearchState& st, const std::vector<size_t>& order,
 // For a ring of `slots` and each bound t on the largest streamed group: the groups above t
 // resident, `forced` too (unless it is the group count), the others chosen by a knapsack over
 // `saved` (the seconds each saves resident), then the room left filled in `order`.
-template <class Visit>
 void PlanSearch::resolve(const std::vector<double>& saved, int slots, size_t forced,
-                         const std::vector<size_t>& order, Visit&& visit) {
+                         const std::vector<size_t>& order, std::vector<SearchState>& out) const {
   const size_t n = s_.group_count();
   for (uint64_t t : sizes_) {
     SearchState st{std::vector<uint8_t>(n, 0), slots};
@@ -191,31 +213,39 @@ void PlanSearch::resolve(const std::vector<double>& saved, int slots, size_t for
       st.resident[item_group[i]] = 1;
     }
     fill(st, order, {});
-    if (budget_left() && fits(st)) visit(st, cost(st));
+    if (fits(st)) out.push_back(std::move(st));
   }
 }
 
 template <class Visit>
 void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) {
   const size_t n = s_.group_count();
-  auto price = [&](const SearchState& st) {
-    if (budget_left() && fits(st)) visit(st, cost(st));
-  };
   // Every group flipped alone, priced whether or not it fits: what the predictor says each
   // resident saves now (its loss when it streams) and each streamed group would save (its gain
   // when resident). These are the add and drop moves, and they order the compound moves below
   // better than the static benefit can.
+  std::vector<SearchState> flips;
+  flips.reserve(candidates_.size());
+  for (size_t g : candidates_) {
+    flips.push_back(cur);
+    flips.back().resident[g] = !flips.back().resident[g];
+  }
+  const std::vector<double> flipped = costs(flips, /*bounded=*/false);
   std::vector<double> saved(n, 0), worth(n, 0);
   std::vector<size_t> residents, streamed;
-  for (size_t g : candidates_) {
-    SearchState st = cur;
-    st.resident[g] = !st.resident[g];
-    const double t = cost(st);
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const size_t g = candidates_[i];
+    const double t = flipped[i];
     saved[g] = cur.resident[g] ? t - cur_s : cur_s - t;
     worth[g] = saved[g] / static_cast<double>(std::max<uint64_t>(s_.bytes[g], 1));
-    if (fits(st)) visit(st, t);
+    if (fits(flips[i])) visit(flips[i], t);
     (cur.resident[g] ? residents : streamed).push_back(g);
   }
+  // The compound moves are built first, in a fixed order, then priced together.
+  std::vector<SearchState> moves;
+  auto price = [&](SearchState&& st) {
+    if (fits(st)) moves.push_back(std::move(st));
+  };
   auto by_worth = [&](std::vector<size_t> v, bool ascending) {
     std::stable_sort(v.begin(), v.end(), [&](size_t a, size_t b) {
       return ascending ? worth[a] < worth[b] : worth[a] > worth[b];
@@ -249,7 +279,7 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
       std::vector<uint8_t> excluded(n, 0);
       excluded[r] = 1;
       fill(st, gain_order, excluded);
-      price(st);
+      price(std::move(st));
     }
   }
   const std::array<const std::vector<size_t>*, 2> evict_orders = {&loss_order, &least_benefit};
@@ -260,25 +290,45 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
       std::vector<uint8_t> removed(n, 0);
       if (!shrink(st, *evict_order, removed, g)) continue;
       fill(st, gain_order, removed);
-      price(st);
+      price(std::move(st));
     }
   }
   // Re-chosen whole by a knapsack over what each group saves now: for every ring size, with
   // each of the streamed groups of most gain per byte forced in, and with each of the
-  // residents of least loss per byte forced out.
-  for (int slots : ring_sizes()) resolve(saved, slots, n, worth_order, visit);
+  // residents of least loss per byte forced out. The knapsacks are most of a round's work:
+  // they run in parallel, and their states join the moves in this fixed order.
+  struct Resolve {
+    std::vector<double> saved;
+    int slots;
+    size_t forced;
+    std::vector<size_t> order;
+    std::vector<SearchState> states;
+  };
+  std::vector<Resolve> resolves;
+  for (int slots : ring_sizes()) resolves.push_back({saved, slots, n, worth_order, {}});
   const size_t forced = static_cast<size_t>(std::max(options_.forced_resolves, 0));
   for (size_t i = 0; i < gain_order.size() && i < forced; ++i) {
-    resolve(saved, cur.slots, gain_order[i], worth_order, visit);
+    resolves.push_back({saved, cur.slots, gain_order[i], worth_order, {}});
   }
   for (size_t i = 0; i < loss_order.size() && i < forced; ++i) {
     const size_t r = loss_order[i];
-    std::vector<double> without = saved;
-    without[r] = 0;
-    std::vector<size_t> order = worth_order;
-    order.erase(std::remove(order.begin(), order.end(), r), order.end());
-    resolve(without, cur.slots, n, order, visit);
+    Resolve x{saved, cur.slots, n, worth_order, {}};
+    x.saved[r] = 0;
+    x.order.erase(std::remove(x.order.begin(), x.order.end(), r), x.order.end());
+    resolves.push_back(std::move(x));
   }
+  parallel_for(pool_.get(), static_cast<int64_t>(resolves.size()), 1,
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t i = begin; i < end; ++i) {
+                   Resolve& x = resolves[static_cast<size_t>(i)];
+                   resolve(x.saved, x.slots, x.forced, x.order, x.states);
+                 }
+               });
+  for (Resolve& x : resolves) {
+    for (SearchState& st : x.states) moves.push_back(std::move(st));
+  }
+  const std::vector<double> priced = costs(moves, /*bounded=*/true);
+  for (size_t i = 0; i < priced.size(); ++i) visit(moves[i], priced[i]);
 }
 
 int64_t PlanSearch::improve(SearchState& cur, double& cur_s, std::vector<Scored>* near) {

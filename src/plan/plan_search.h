@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "model/weights.h"
 #include "plan/benefit.h"
 #include "plan/plan.h"
@@ -37,6 +39,9 @@ class PlanSearch {
   bool fits(const SearchState& st) const { return device_bytes(st) <= budget_; }
   Plan to_plan(const SearchState& st) const;
   double cost(const SearchState& st);  // the predicted latency (one evaluation)
+  // The predicted latency of each state, computed in parallel on the pool. `bounded`: only the
+  // first states the evaluation budget still allows are priced (the result is that long).
+  std::vector<double> costs(const std::vector<SearchState>& states, bool bounded);
 
   // Local search from `cur` (best improving move until none), then kicks: the nearest
   // non-improving neighbours are each searched from, and the best result is kept, until no
@@ -62,9 +67,9 @@ class PlanSearch {
   // Every move from `cur`, priced; each feasible result goes to `visit(state, seconds)`.
   template <class Visit>
   void neighbors(const SearchState& cur, double cur_s, Visit&& visit);
-  template <class Visit>
+  // The knapsack re-choices for one ring size; the ones that fit go to `out`.
   void resolve(const std::vector<double>& saved, int slots, size_t forced,
-               const std::vector<size_t>& order, Visit&& visit);
+               const std::vector<size_t>& order, std::vector<SearchState>& out) const;
   // Best improving move until none; the final round's nearest neighbours go to `near`.
   int64_t improve(SearchState& cur, double& cur_s, std::vector<Scored>* near);
   void fill(SearchState& st, const std::vector<size_t>& order,
@@ -79,11 +84,11 @@ class PlanSearch {
   uint64_t budget_;
   PlannerOptions options_;
   std::vector<GroupBenefit> benefits_;
-  std::vector<size_t> candidates_;  // groups that can be resident or streamed
-  std::vector<size_t> order_;       // candidates in benefit order
-  std::vector<uint64_t> sizes_;     // distinct candidate sizes, largest first, then 0
-  std::vector<size_t> size_index_;  // per group: its size's index in sizes_
-  Plan scratch_;
+  std::vector<size_t> candidates_;    // groups that can be resident or streamed
+  std::vector<size_t> order_;         // candidates in benefit order
+  std::vector<uint64_t> sizes_;       // distinct candidate sizes, largest first, then 0
+  std::vector<size_t> size_index_;    // per group: its size's index in sizes_
+  std::unique_ptr<ThreadPool> pool_;  // null: one thread
   int64_t evaluations_ = 0;
 };
 

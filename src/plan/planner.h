@@ -29,7 +29,8 @@
 //      searched from in turn; the first that ends faster becomes the new optimum, and kicks
 //      start again from it. max_evaluations bounds the whole search.
 //   Everything is evaluated in a fixed order and ties keep the earlier candidate, so the result
-//   depends on the inputs only.
+//   depends on the inputs only. A round's moves are built first and then priced in parallel
+//   (`threads`); the thread count changes how fast, never which plan.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,8 @@ struct PlannerOptions {
   int swaps_per_class = 4;  // swap moves: of each class of groups (kind, layer part, size), the
                             // residents of least worth and streamed groups of most worth tried
   int64_t max_evaluations = 200000;  // predictor runs the search may spend
+  int threads = 0;  // threads pricing each round's moves (0: the machine's, at most 8); the plan
+                    // is the same for any count
 };
 
 struct PlannerResult {

@@ -10,7 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "core/bf16.h"
 
 namespace ferry {
@@ -267,7 +267,7 @@ TEST(CpuBackend, ConcurrentStreamsShareThePool) {
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {
-  cpu::ThreadPool pool(4);
+  ThreadPool pool(4);
   EXPECT_EQ(pool.threads(), 4);
   for (int64_t n : {1, 2, 7, 64, 1000, 12345}) {
     std::vector<int> hits(static_cast<size_t>(n), 0);

@@ -142,6 +142,35 @@ TEST(PlanPlanner, DeterministicAndValid) {
   EXPECT_EQ(back.value(), a->plan);
 }
 
+TEST(PlanPlanner, TheSamePlanOnAnyThreadCount) {
+  const Toy t = testing::paper_table3_toy(21, 10);
+  const Schedule s = t.schedule();
+  const uint64_t budget = budget_sweep(t, s, 5)[2];
+  PlannerOptions one;
+  one.threads = 1;
+  auto a = make_plan(t.weights, s, budget, one);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_GT(a->evaluations, 100);  // a real search, not a start taken as it is
+  for (int threads : {2, 3, 8}) {
+    PlannerOptions o;
+    o.threads = threads;
+    auto b = make_plan(t.weights, s, budget, o);
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    EXPECT_EQ(a->plan, b->plan) << threads;
+    EXPECT_EQ(a->prediction.total_s, b->prediction.total_s) << threads;
+    EXPECT_EQ(a->evaluations, b->evaluations) << threads;
+  }
+  // The evaluation bound cuts a round's priced moves at the same place on any thread count.
+  one.max_evaluations = 700;
+  PlannerOptions four = one;
+  four.threads = 4;
+  auto c = make_plan(t.weights, s, budget, one);
+  auto d = make_plan(t.weights, s, budget, four);
+  ASSERT_TRUE(c.ok() && d.ok());
+  EXPECT_EQ(c->plan, d->plan);
+  EXPECT_EQ(c->evaluations, d->evaluations);
+}
+
 TEST(PlanPlanner, AtLeastAsFastAsThePapersRuleInThePapersSetting) {
   // Table III's Alpamayo; the paper keeps k VLM layers resident at Eq. 8's positions, streams
   // the ViT and the expert through two slots of the largest layer.

@@ -20,7 +20,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_streams.h"
-#include "backend/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace ferry {
 namespace {
@@ -91,7 +91,7 @@ bool refuse_while_capturing(cpu::CpuStream& s, std::string_view what) {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options)
-      : options_(options), pool_(std::make_shared<cpu::ThreadPool>(options.threads)) {}
+      : options_(options), pool_(std::make_shared<ThreadPool>(options.threads)) {}
 
   std::string_view name() const override { return "cpu"; }
 
@@ -201,7 +201,7 @@ class CpuBackend final : public Backend {
       const auto words = static_cast<int64_t>(bytes / 8);
       std::mutex m;
       uint64_t total = 0;
-      cpu::parallel_for(pool.get(), words, int64_t{1} << 16, [&](int64_t b, int64_t e) {
+      parallel_for(pool.get(), words, int64_t{1} << 16, [&](int64_t b, int64_t e) {
         uint64_t acc = 0;
         for (int64_t i = b; i < e; ++i) {
           uint64_t w = 0;
@@ -324,7 +324,7 @@ class CpuBackend final : public Backend {
   }
 
   CpuBackendOptions options_;
-  std::shared_ptr<cpu::ThreadPool> pool_;
+  std::shared_ptr<ThreadPool> pool_;
   std::atomic<uint64_t> stream_counter_{0};
 };
 

@@ -11,9 +11,11 @@
 #include "backend/ops.h"
 #include "core/status.h"
 
-namespace ferry::cpu {
-
+namespace ferry {
 class ThreadPool;
+}
+
+namespace ferry::cpu {
 
 Status linear(const Linear& op, ThreadPool* pool);
 Status rms_norm(const RmsNorm& op, ThreadPool* pool);

@@ -8,7 +8,7 @@
 
 #include "backend/cpu/cpu_common.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace ferry::cpu {
 

@@ -1,4 +1,5 @@
-// A small fixed pool of worker threads for splitting one op over rows, columns or heads.
+// A small fixed pool of worker threads: the CPU backend splits one op over rows, columns or
+// heads with it, the planner prices a round of candidate plans.
 //
 // parallel_for(n, grain, fn) calls fn(begin, end) on disjoint ranges covering [0, n); the caller
 // runs ranges too, so a pool of `threads` uses threads - 1 workers. Several threads (e.g. the
@@ -16,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-namespace ferry::cpu {
+namespace ferry {
 
 class ThreadPool {
  public:
@@ -48,4 +49,4 @@ class ThreadPool {
 void parallel_for(ThreadPool* pool, int64_t n, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
-}  // namespace ferry::cpu
+}  // namespace ferry

@@ -1,9 +1,9 @@
-#include "backend/cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 #include <algorithm>
 #include <atomic>
 
-namespace ferry::cpu {
+namespace ferry {
 
 // One parallel_for call: ranges are claimed through `next`; `pending` counts unfinished ranges.
 struct ThreadPool::Job {
@@ -107,4 +107,4 @@ void parallel_for(ThreadPool* pool, int64_t n, int64_t grain,
   pool->parallel_for(n, grain, fn);
 }
 
-}  // namespace ferry::cpu
+}  // namespace ferry
