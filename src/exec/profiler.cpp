@@ -119,10 +119,11 @@ Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWe
   return out;
 }
 
-std::array<std::optional<double>, 3> host_step_gaps(const std::vector<StreamTimeline>& timelines,
-                                                    const ModelWeights& weights) {
-  std::array<std::vector<double>, 3> gaps;
+std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timelines,
+                                       const ModelWeights& weights) {
+  std::array<std::vector<double>, 3> any, alone, copying;
   for (const StreamTimeline& t : timelines) {
+    const std::vector<Span> copies = copies_in_order(t);
     const size_t n = std::min(t.calls.size(), t.compute.size());
     for (size_t i = 0; i + 1 < n; ++i) {
       const HostStep step = host_step_after(t.calls, weights, i);
@@ -135,44 +136,119 @@ std::array<std::optional<double>, 3> host_step_gaps(const std::vector<StreamTime
           continue;  // the next call waited for its copy too: not the host step's gap alone
         }
       }
-      gaps[static_cast<size_t>(step)].push_back(std::max(0.0, t.compute[i + 1].start - end));
+      const double gap = std::max(0.0, t.compute[i + 1].start - end);
+      const auto kind = static_cast<size_t>(step);
+      any[kind].push_back(gap);
+      if (gap <= 0) continue;
+      const double cover = copy_time_within(copies, end, end + gap) / gap;
+      if (cover < kCopyCoverMargin) alone[kind].push_back(gap);
+      if (cover > 1 - kCopyCoverMargin) copying[kind].push_back(gap);
     }
   }
-  std::array<std::optional<double>, 3> out;
-  for (size_t k = 0; k < gaps.size(); ++k) {
-    if (!gaps[k].empty()) out[k] = median(std::move(gaps[k]));
+  std::array<StepGaps, 3> out;
+  auto med = [](std::vector<double>& v) {
+    return v.empty() ? std::nullopt : std::optional<double>(median(std::move(v)));
+  };
+  for (size_t k = 0; k < out.size(); ++k) {
+    out[k].any = med(any[k]);
+    out[k].alone = med(alone[k]);
+    out[k].copying = med(copying[k]);
   }
   return out;
 }
 
-PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
-  // Per (group, phase): the mean over the phase's calls in each run.
-  std::vector<std::array<std::vector<double>, kPhaseCount>> per_run(groups);
+namespace {
+
+// Per (group, phase) in one run: the calls' summed spans and counts, alone, copying and all,
+// and the summed share of the spans under copies.
+struct RunSums {
+  double alone = 0, copying = 0, all = 0, cover = 0;
+  int64_t alone_n = 0, copying_n = 0, all_n = 0;
+};
+
+std::optional<double> median_of(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  return median(std::move(v));
+}
+
+}  // namespace
+
+ExeTimes exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
+  // Per (group, phase): per run, the mean over its calls of each kind.
+  struct Runs {
+    std::vector<double> alone, copying, all, cover;
+  };
+  std::vector<std::array<Runs, kPhaseCount>> per_run(groups);
   for (const StreamTimeline& t : timelines) {
-    std::vector<std::array<double, kPhaseCount>> sum(groups);
-    std::vector<std::array<int64_t, kPhaseCount>> count(groups);
+    const std::vector<Span> copies = copies_in_order(t);
+    std::vector<std::array<RunSums, kPhaseCount>> sums(groups);
     for (size_t i = 0; i < t.calls.size() && i < t.compute.size(); ++i) {
       const auto g = static_cast<size_t>(t.calls[i].group);
       if (g >= groups) continue;
-      const size_t ph = phase_index(t.calls[i].phase);
-      sum[g][ph] += std::max(0.0, t.compute[i].seconds());
-      ++count[g][ph];
+      RunSums& r = sums[g][phase_index(t.calls[i].phase)];
+      const Span& c = t.compute[i];
+      const double d = std::max(0.0, c.seconds());
+      const double cover = d > 0 ? copy_time_within(copies, c.start, c.end) / d : 0.0;
+      r.all += d;
+      r.cover += cover;
+      ++r.all_n;
+      if (cover < kCopyCoverMargin) {
+        r.alone += d;
+        ++r.alone_n;
+      } else if (cover > 1 - kCopyCoverMargin) {
+        r.copying += d;
+        ++r.copying_n;
+      }
     }
     for (size_t g = 0; g < groups; ++g) {
       for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
-        if (count[g][ph] > 0) {
-          per_run[g][ph].push_back(sum[g][ph] / static_cast<double>(count[g][ph]));
-        }
+        const RunSums& r = sums[g][ph];
+        Runs& out = per_run[g][ph];
+        if (r.all_n == 0) continue;
+        out.all.push_back(r.all / static_cast<double>(r.all_n));
+        out.cover.push_back(r.cover / static_cast<double>(r.all_n));
+        if (r.alone_n > 0) out.alone.push_back(r.alone / static_cast<double>(r.alone_n));
+        if (r.copying_n > 0) out.copying.push_back(r.copying / static_cast<double>(r.copying_n));
       }
     }
   }
-  PhaseTimesOfGroups out(groups);
+  ExeTimes e;
+  e.alone.resize(groups);
+  e.copying.resize(groups);
+  // The slowdown per phase, from the groups seen both ways; pooled over phases where a phase
+  // has none; 1 when no group was.
+  std::array<std::vector<double>, kPhaseCount> ratios;
+  std::vector<double> pooled;
   for (size_t g = 0; g < groups; ++g) {
     for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
-      if (!per_run[g][ph].empty()) out[g][ph] = median(per_run[g][ph]);
+      e.alone[g][ph] = median_of(per_run[g][ph].alone);
+      e.copying[g][ph] = median_of(per_run[g][ph].copying);
+      if (e.alone[g][ph] && e.copying[g][ph] && *e.alone[g][ph] > 0) {
+        ratios[ph].push_back(*e.copying[g][ph] / *e.alone[g][ph]);
+        pooled.push_back(ratios[ph].back());
+      }
     }
   }
-  return out;
+  const std::optional<double> all_phases = median_of(pooled);
+  for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    const double r = median_of(ratios[ph]).value_or(all_phases.value_or(1.0));
+    for (size_t g = 0; g < groups; ++g) {
+      std::optional<double>& alone = e.alone[g][ph];
+      std::optional<double>& copying = e.copying[g][ph];
+      if (alone && !copying) {
+        copying = *alone * r;
+      } else if (copying && !alone) {
+        alone = *copying / r;
+      } else if (!alone && !per_run[g][ph].all.empty()) {
+        // Only part-covered calls: mean = alone * (1 + (r - 1) * mean cover).
+        const double mean = *median_of(per_run[g][ph].all);
+        const double cover = *median_of(per_run[g][ph].cover);
+        alone = mean / (1 + (r - 1) * cover);
+        copying = *alone * r;
+      }
+    }
+  }
+  return e;
 }
 
 std::vector<std::optional<double>> pipelined_copy_times(
@@ -235,7 +311,9 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
     timelines.push_back(std::move(t).value());
   }
   streaming.set_timeline(false);
-  m.exe_s = exe_times(timelines, weights.groups.size());
+  ExeTimes exe = exe_times(timelines, weights.groups.size());
+  m.exe_s = std::move(exe.alone);
+  m.exe_copying_s = std::move(exe.copying);
   m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size());
 
   HostTimer timer(session.backend(), session.provider(), weights);
@@ -244,14 +322,22 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
     timer.finish();
   }
   m.host.launch_s = median(timer.launch);
-  // Host steps as the pipeline sees them (one launch of the gap is the predictor's own).
-  const std::array<std::optional<double>, 3> gaps = host_step_gaps(timelines, weights);
-  auto in_pipeline = [&](HostStep step, std::vector<double>& timed) {
-    const std::optional<double>& gap = gaps[static_cast<size_t>(step)];
-    return gap ? std::max(0.0, *gap - m.host.launch_s) : median(std::move(timed));
+  // Host steps as the pipeline sees them (one launch of the gap is the predictor's own), alone
+  // and with a copy running; a step seen only one way takes that time for both.
+  const std::array<StepGaps, 3> gaps = host_step_gaps(timelines, weights);
+  auto in_pipeline = [&](HostStep step, std::vector<double>& timed, double& alone,
+                         std::optional<double>& copying) {
+    const StepGaps& g = gaps[static_cast<size_t>(step)];
+    auto less_launch = [&](double gap) { return std::max(0.0, gap - m.host.launch_s); };
+    if (!g.any) {
+      alone = median(std::move(timed));
+      return;
+    }
+    alone = less_launch(g.alone.value_or(g.copying.value_or(*g.any)));
+    copying = less_launch(g.copying.value_or(g.alone.value_or(*g.any)));
   };
-  m.host.sampling_s = in_pipeline(HostStep::sampling, timer.sampling);
-  m.host.euler_s = in_pipeline(HostStep::euler, timer.euler);
+  in_pipeline(HostStep::sampling, timer.sampling, m.host.sampling_s, m.host.sampling_copying_s);
+  in_pipeline(HostStep::euler, timer.euler, m.host.euler_s, m.host.euler_copying_s);
   m.timelines = std::move(timelines);
   return m;
 }
@@ -280,6 +366,7 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
   for (size_t g = 0; g < weights.groups.size(); ++g) {
     if (g < dma.size()) p.groups[g].dma_s = dma[g];
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
+    if (g < calls.exe_copying_s.size()) p.groups[g].exe_copying_s = calls.exe_copying_s[g];
   }
   return p;
 }

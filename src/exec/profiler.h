@@ -7,14 +7,20 @@
 //           working budget holds (resident or as a slot), so a 12-16 GB card can run it.
 //   C_EXE   a session's inferences with the streaming provider's timeline on: each call's compute
 //           span on the compute stream, from after its copy's wait to its last op, whether its
-//           group is resident or in a slot; per (group, phase) the mean over the phase's calls,
-//           then the median over runs.
+//           group is resident or in a slot. A copy crossing the link slows the kernels beside it
+//           (on the H200: decode GEMVs 12-22%, prefill GEMMs 2-5%, gathers from host memory 3x),
+//           so calls are split by how much of their span a copy ran in: under 5% gives C_EXE
+//           alone, over 95% C_EXE copying; per (group, phase) the mean over such calls, then the
+//           median over runs. A (group, phase) seen only one way gets the other through the
+//           phase's median ratio copying / alone (over the groups seen both ways; else over all
+//           phases; else 1); one seen only part-covered is solved from its mean and mean cover.
 //   host    launch: inferences through a decorator that times the host from one call to the next
 //           where no host step or stage boundary falls between (median over every such gap).
 //           Host steps (sampling, the Euler update): the gap they leave between two compute
 //           spans in the timelines (host_step_gaps) less one launch, as the predictor adds a
-//           launch after every host step; where no timeline has such a gap, the decorator's
-//           time from the call's compute end (a synchronize) to the next call's enqueue.
+//           launch after every host step, alone and with a copy running as for C_EXE; where no
+//           timeline has such a gap, the decorator's time from the call's compute end (a
+//           synchronize) to the next call's enqueue.
 //   peaks   exec/machine_limits.h (measured before the session reserves its budget).
 #pragma once
 
@@ -40,9 +46,17 @@ namespace ferry {
 Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
                                                  const HostTier& tier, int runs);
 
-// C_EXE per group and phase (median over timelines of the mean over the phase's calls).
+// C_EXE per group and phase, alone and with a copy running (see above): set together, for every
+// (group, phase) the timelines call.
 using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseCount>>;
-PhaseTimesOfGroups exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
+struct ExeTimes {
+  PhaseTimesOfGroups alone;
+  PhaseTimesOfGroups copying;
+};
+ExeTimes exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
+
+// Below this share of its span under a copy a call counts as alone; above 1 minus it, copying.
+inline constexpr double kCopyCoverMargin = 0.05;
 
 // Per group: the median copy span of its streamed calls in the timelines (absent for groups
 // the session did not stream).
@@ -55,11 +69,19 @@ std::vector<std::optional<double>> pipelined_copy_times(
 // any, ended before the previous call's compute did). This is what the executor's host step
 // costs the device: noticing the compute end, reading the result, the host work, enqueuing the
 // next call; nullopt for a kind with no such gap.
-std::array<std::optional<double>, 3> host_step_gaps(const std::vector<StreamTimeline>& timelines,
-                                                    const ModelWeights& weights);
+// `any`: over every such gap; `alone` / `copying`: over the gaps a copy ran in for under 5% /
+// over 95% of.
+struct StepGaps {
+  std::optional<double> any;
+  std::optional<double> alone;
+  std::optional<double> copying;
+};
+std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timelines,
+                                       const ModelWeights& weights);
 
 struct CallMeasurements {
-  PhaseTimesOfGroups exe_s;                            // per group
+  PhaseTimesOfGroups exe_s;                            // per group, alone
+  PhaseTimesOfGroups exe_copying_s;                    // per group, a copy running
   std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
   int runs = 0;

@@ -25,6 +25,19 @@ double covered(const std::vector<Span>& busy, double a, double b) {
 
 }  // namespace
 
+std::vector<Span> copies_in_order(const StreamTimeline& t) {
+  std::vector<Span> out;
+  for (const Span& c : t.copies) {
+    if (c.end > c.start) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  return out;
+}
+
+double copy_time_within(const std::vector<Span>& in_order, double a, double b) {
+  return b > a ? covered(in_order, a, b) : 0.0;
+}
+
 TimelineSummary summarize_timeline(const StreamTimeline& t) {
   TimelineSummary s;
   // The compute spans in time order, merged where they touch (they never overlap on one stream,

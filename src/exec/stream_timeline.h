@@ -57,4 +57,9 @@ struct TimelineSummary {
 // Busy times and overlap; spans are taken as measured (a zero or reversed span counts 0).
 TimelineSummary summarize_timeline(const StreamTimeline& t);
 
+// The copy spans in time order (the copy engine runs one copy at a time); empty spans dropped.
+std::vector<Span> copies_in_order(const StreamTimeline& t);
+// How much of [a, b) a copy of `in_order` (copies_in_order) ran in.
+double copy_time_within(const std::vector<Span>& in_order, double a, double b);
+
 }  // namespace ferry

@@ -7,17 +7,70 @@ namespace {
 
 constexpr int kMaxSlots = 64;  // validate_plan's limit
 
+// The end of a call (or a host step) that starts at `start` and needs `alone` seconds with the
+// link idle and `copying` seconds with a copy running the whole time: it progresses at 1/alone
+// outside the copy intervals and at 1/copying inside them. `copies` from index `from` on are the
+// copy engine's scheduled intervals, in time order and disjoint.
+double compute_end(double start, double alone, double copying,
+                   const std::array<std::pair<double, double>, 65>& copies, size_t from,
+                   size_t to) {
+  if (copying == alone) return start + alone;
+  double t = start;
+  double left = 1;  // the fraction of the call's work still to do
+  for (size_t j = from; j < to; ++j) {
+    const auto [a, b] = copies[j % copies.size()];
+    if (b <= t) continue;
+    if (a > t) {  // the link idle until this copy starts
+      const double done = (a - t) / alone;
+      if (done >= left) return t + left * alone;
+      left -= done;
+      t = a;
+    }
+    const double done = (b - t) / copying;
+    if (done >= left) return t + left * copying;
+    left -= done;
+    t = b;
+  }
+  return t + left * alone;
+}
+
 // Walks the calls once, handing each call's timing to `on_call(i, timing, ready)` where `ready`
 // is when the call could have started had its copy been there. Returns the total latency.
+//
+// Pipelined mode schedules each copy as soon as what it waits for is known (the copy before it
+// and its slot's previous user), which can be before its own call: the copies of later calls
+// that run while a call computes are then known, and the call computes at its copying rate
+// for that time. A copy whose slot's previous user is this call or a later one starts after
+// this call ends, so every copy that can overlap a call is scheduled by the time it computes.
 template <class OnCall>
 double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   const int slots = std::clamp(plan.slots, 1, kMaxSlots);
   const bool sequential = plan.mode == StreamMode::sequential;
   std::array<double, kMaxSlots> slot_free{};  // compute end of each slot's last user
+  // Scheduled copies not yet consumed (at most `slots` ahead of the calls), by copy index mod 65.
+  std::array<std::pair<double, double>, 65> copies{};
   double host_clock = 0;
   double prev_end = 0;
   double copy_free = 0;
-  int64_t k = 0;
+  int64_t consumed = 0;   // copies whose calls have computed
+  int64_t scheduled = 0;  // copies scheduled (pipelined mode)
+  size_t scan = 0;        // the next call to look at for a streamed one to schedule
+  auto streamed = [&](size_t i) {
+    return plan.placement[static_cast<size_t>(s.calls[i].group)] == Placement::streamed;
+  };
+  // Pipelined: schedules every copy whose slot's previous user has computed.
+  auto schedule_copies = [&] {
+    while (scheduled < consumed + slots) {
+      while (scan < s.calls.size() && !streamed(scan)) ++scan;
+      if (scan >= s.calls.size()) return;
+      const size_t slot = static_cast<size_t>(scheduled % slots);
+      const double start = std::max(copy_free, slot_free[slot]);
+      copy_free = start + s.dma_s[static_cast<size_t>(s.calls[scan].group)];
+      copies[static_cast<size_t>(scheduled % 65)] = {start, copy_free};
+      ++scheduled;
+      ++scan;
+    }
+  };
   for (size_t i = 0; i < s.calls.size(); ++i) {
     const size_t g = static_cast<size_t>(s.calls[i].group);
     CallTiming t;
@@ -25,23 +78,41 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
     t.enqueued = host_clock;
     const double ready = std::max(prev_end, t.enqueued);
     t.compute_start = ready;
-    const bool streamed = plan.placement[g] == Placement::streamed;
-    if (streamed) {
-      t.slot = static_cast<int>(k % slots);
-      double start = std::max(copy_free, slot_free[static_cast<size_t>(t.slot)]);
-      if (sequential) start = std::max(start, prev_end);
-      t.copy_start = start;
-      t.copy_end = start + s.dma_s[g];
-      copy_free = t.copy_end;
+    const bool is_streamed = streamed(i);
+    size_t overlap_from = static_cast<size_t>(consumed);
+    if (is_streamed) {
+      t.slot = static_cast<int>(consumed % slots);
+      if (sequential) {
+        t.copy_start = std::max(copy_free, prev_end);
+        t.copy_end = t.copy_start + s.dma_s[g];
+        copy_free = t.copy_end;
+      } else {
+        schedule_copies();
+        const auto [a, b] = copies[static_cast<size_t>(consumed % 65)];
+        t.copy_start = a;
+        t.copy_end = b;
+      }
       t.compute_start = std::max(ready, t.copy_end);
-      ++k;
+      overlap_from = static_cast<size_t>(consumed + 1);
+    } else if (!sequential) {
+      schedule_copies();
     }
-    t.compute_end = t.compute_start + s.exe_s[i];
-    if (streamed) slot_free[static_cast<size_t>(t.slot)] = t.compute_end;
+    t.compute_end = sequential ? t.compute_start + s.exe_s[i]
+                               : compute_end(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
+                                             copies, overlap_from, static_cast<size_t>(scheduled));
+    if (is_streamed) {
+      slot_free[static_cast<size_t>(t.slot)] = t.compute_end;
+      ++consumed;
+    }
     prev_end = t.compute_end;
     t.finished = t.compute_end;
     if (s.host_after[i] != HostStep::none) {
-      host_clock = std::max(host_clock, t.compute_end) + s.host_after_s[i];
+      const double step_start = std::max(host_clock, t.compute_end);
+      if (!sequential) schedule_copies();  // this call's slot is free now
+      host_clock =
+          sequential ? step_start + s.host_after_s[i]
+                     : compute_end(step_start, s.host_after_s[i], s.host_after_copying_s[i], copies,
+                                   static_cast<size_t>(consumed), static_cast<size_t>(scheduled));
       t.finished = host_clock;
     }
     on_call(i, t, ready);
@@ -90,7 +161,7 @@ Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
     ph.wall_s += t.finished - last_finished;
     last_finished = t.finished;
     ++ph.calls;
-    ph.compute_s += schedule.exe_s[i];
+    ph.compute_s += t.compute_end - t.compute_start;  // C_EXE, slowed where copies ran
     ph.host_s += schedule.host_after_s[i];
     if (t.copy_end >= 0) {
       ph.copy_s += schedule.dma_s[g];

@@ -12,7 +12,12 @@
 //     host clock      = max(host clock, compute_end(i)) + host step after i
 //   A call computes on one engine, in order:
 //     compute_start(i) = max(compute_end(i-1), enqueued(i), copy_end(i) if streamed)
-//     compute_end(i)   = compute_start(i) + C_EXE(group, phase)
+//     compute_end(i)   = compute_start(i) + C_EXE(group, phase)   with the link idle;
+//   a copy's traffic slows kernels (profile.h exe_copying_s), so in pipelined mode the call
+//   progresses at 1/C_EXE while no copy runs and at 1/C_EXE_copying while one does, over the
+//   copies scheduled at that time (each as soon as the copy before it and its slot's previous
+//   user are done; every copy that can overlap a call is known by then). Host steps likewise
+//   take their copying time where copies run.
 //   Copies are enqueued at the start (the first S) or when their slot's previous user is
 //   enqueued, which never binds above, so prefetch runs through stage boundaries and host
 //   steps. Resident and host groups are never copied (a host group's C_EXE includes its rows).
@@ -33,10 +38,10 @@ namespace ferry {
 struct PhaseTime {
   double wall_s = 0;     // from the end of the previous phase's last call (and its host step)
                          // to the end of this phase's last call (and its host step)
-  double compute_s = 0;  // Σ C_EXE of its calls
+  double compute_s = 0;  // Σ its calls' compute time (C_EXE, slowed where copies ran)
   double copy_s = 0;     // Σ C_DMA of the copies its calls consume
   double stall_s = 0;    // compute idle before its calls, waiting for their copies
-  double host_s = 0;     // host steps after its calls
+  double host_s = 0;     // host steps after its calls (their time alone)
   uint64_t link_bytes = 0;
   int64_t calls = 0;
 };
@@ -47,7 +52,7 @@ struct Prediction {
   uint64_t link_bytes = 0;            // bytes over the link per inference
   int64_t copies = 0;
   double copy_busy_s = 0;      // Σ C_DMA: how long the copy engine works
-  double compute_busy_s = 0;   // Σ C_EXE
+  double compute_busy_s = 0;   // Σ compute time of all calls
   double host_s = 0;           // Σ host steps
   double stall_s = 0;          // compute engine idle waiting for copies
   double hidden_copy_s = 0;    // copy time during which the compute engine was also busy

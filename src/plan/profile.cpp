@@ -80,7 +80,8 @@ Result<std::string> read_string(const json& j, const std::string& where, bool al
 }
 
 Result<HostCosts> read_host(const json& j) {
-  FERRY_RETURN_IF_ERROR(check_keys(j, "\"host\"", {"sampling_s", "euler_s", "launch_s"}, {}));
+  FERRY_RETURN_IF_ERROR(check_keys(j, "\"host\"", {"sampling_s", "euler_s", "launch_s"},
+                                   {"sampling_copying_s", "euler_copying_s"}));
   HostCosts h;
   FERRY_ASSIGN_OR_RETURN(h.sampling_s,
                          read_number(j["sampling_s"], "host.sampling_s", 0, kMaxProfileSeconds));
@@ -88,6 +89,13 @@ Result<HostCosts> read_host(const json& j) {
                          read_number(j["euler_s"], "host.euler_s", 0, kMaxProfileSeconds));
   FERRY_ASSIGN_OR_RETURN(h.launch_s,
                          read_number(j["launch_s"], "host.launch_s", 0, kMaxProfileSeconds));
+  for (auto [key, out] : {std::pair{"sampling_copying_s", &h.sampling_copying_s},
+                          std::pair{"euler_copying_s", &h.euler_copying_s}}) {
+    if (!j.contains(key)) continue;
+    FERRY_ASSIGN_OR_RETURN(double t,
+                           read_number(j[key], std::string("host.") + key, 0, kMaxProfileSeconds));
+    *out = t;
+  }
   return h;
 }
 
@@ -112,7 +120,8 @@ Result<ProfileWorkload> read_workload(const json& j) {
 
 Result<GroupProfile> read_group(const json& j, size_t index) {
   const std::string where = "groups[" + std::to_string(index) + "]";
-  FERRY_RETURN_IF_ERROR(check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"}, {}));
+  FERRY_RETURN_IF_ERROR(
+      check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"}, {"exe_copying_s"}));
   GroupProfile g;
   FERRY_ASSIGN_OR_RETURN(g.name, read_string(j["name"], where + ".name", false));
   const std::string at = "group " + g.name;
@@ -130,6 +139,21 @@ Result<GroupProfile> read_group(const json& j, size_t index) {
                            read_number(exe[key], at + ": exe_s." + key, 0, kMaxProfileSeconds));
     g.exe_s[phase_index(p)] = t;
   }
+  if (j.contains("exe_copying_s")) {
+    const json& copying = j["exe_copying_s"];
+    FERRY_RETURN_IF_ERROR(
+        check_keys(copying, at + ": exe_copying_s", {}, {"vision", "prefill", "decode", "expert"}));
+    for (Phase p : kPhases) {
+      const char* key = phase_name(p);
+      if (!copying.contains(key)) continue;
+      if (!g.exe_s[phase_index(p)]) {
+        return bad(at + ": exe_copying_s." + key + " without exe_s." + key);
+      }
+      FERRY_ASSIGN_OR_RETURN(double t, read_number(copying[key], at + ": exe_copying_s." + key, 0,
+                                                   kMaxProfileSeconds));
+      g.exe_copying_s[phase_index(p)] = t;
+    }
+  }
   return g;
 }
 
@@ -138,7 +162,7 @@ Result<GroupProfile> read_group(const json& j, size_t index) {
 std::string profile_to_json(const Profile& p) {
   ojson j;
   j["format"] = "ferry-profile";
-  j["version"] = 1;
+  j["version"] = 2;
   j["source"] = p.source;
   j["device"] = p.device;
   j["runs"] = p.runs;
@@ -148,6 +172,8 @@ std::string profile_to_json(const Profile& p) {
   j["host"] = {{"sampling_s", p.host.sampling_s},
                {"euler_s", p.host.euler_s},
                {"launch_s", p.host.launch_s}};
+  if (p.host.sampling_copying_s) j["host"]["sampling_copying_s"] = *p.host.sampling_copying_s;
+  if (p.host.euler_copying_s) j["host"]["euler_copying_s"] = *p.host.euler_copying_s;
   if (p.workload) {
     const ProfileWorkload& w = *p.workload;
     j["workload"] = {{"num_images", w.num_images},   {"image_height", w.image_height},
@@ -165,6 +191,12 @@ std::string profile_to_json(const Profile& p) {
       if (g.exe_s[phase_index(ph)]) exe[phase_name(ph)] = *g.exe_s[phase_index(ph)];
     }
     e["exe_s"] = std::move(exe);
+    ojson copying = ojson::object();
+    for (Phase ph : kPhases) {
+      const size_t k = phase_index(ph);
+      if (g.exe_s[k] && g.exe_copying_s[k]) copying[phase_name(ph)] = *g.exe_copying_s[k];
+    }
+    if (!copying.empty()) e["exe_copying_s"] = std::move(copying);
     groups.push_back(std::move(e));
   }
   j["groups"] = std::move(groups);
@@ -177,8 +209,8 @@ Result<Profile> parse_profile(std::string_view text) {
       j, "the file", {"format", "version", "source", "device", "link", "compute", "host", "groups"},
       {"runs", "workload"}));
   if (j["format"] != "ferry-profile") return bad("\"format\" must be \"ferry-profile\"");
-  if (!j["version"].is_number_integer() || j["version"] != 1) {
-    return bad("\"version\" must be 1 (this ferry reads version 1 profiles)");
+  if (!j["version"].is_number_integer() || (j["version"] != 1 && j["version"] != 2)) {
+    return bad("\"version\" must be 1 or 2 (the versions this ferry reads)");
   }
   Profile p;
   FERRY_ASSIGN_OR_RETURN(p.source, read_string(j["source"], "source", false));

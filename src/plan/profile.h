@@ -4,14 +4,19 @@
 // estimate_profile() builds one from the cost model so that planning works before any
 // measurement. Profiles are shared as JSON files (docs/planner.md lists every field):
 //
-//   {"format": "ferry-profile", "version": 1, "source": "measured", "device": "NVIDIA H200",
+//   {"format": "ferry-profile", "version": 2, "source": "measured", "device": "NVIDIA H200",
 //    "runs": 5,
 //    "link": {"byte_path": "registered-mapping", "h2d_peak_bytes_per_s": 5.53e10},
 //    "compute": {"peak_flops": 7.9e14, "memory_bandwidth_bytes_per_s": 4.3e12},
-//    "host": {"sampling_s": 1.2e-4, "euler_s": 3e-5, "launch_s": 4e-6},
+//    "host": {"sampling_s": 1.2e-4, "euler_s": 3e-5, "launch_s": 4e-6,
+//             "sampling_copying_s": 1.5e-4, "euler_copying_s": 3e-5},
 //    "workload": {"num_images": 16, ..., "flow_steps": 10},
 //    "groups": [{"name": "text.layers.0.gate_up", "bytes": 201334784, "dma_s": 0.00364,
-//                "exe_s": {"prefill": 0.0052, "decode": 0.00023}}, ...]}
+//                "exe_s": {"prefill": 0.0052, "decode": 0.00023},
+//                "exe_copying_s": {"prefill": 0.0053, "decode": 0.00027}}, ...]}
+//
+// Version 2 added exe_copying_s and the host's *_copying_s; version 1 files are still read (without
+// it).
 //
 // A file is hostile input: parse_profile checks every key, type and range; check_profile then
 // checks it against a model and a call sequence (same groups in the same order with the same
@@ -46,7 +51,12 @@ struct GroupProfile {
   // C_EXE per phase (index phase_index(Phase)): one call's device time in that phase, the mean
   // over the calls of that phase (decode steps differ slightly as the KV cache grows); empty for
   // phases the group is not called in. A host-placed group's time includes gathering its rows.
+  // This is the time with the link idle.
   std::array<std::optional<double>, kPhaseCount> exe_s;
+  // C_EXE while a copy crosses the link the whole time (the copy's traffic slows kernels: on the
+  // H200, decode GEMVs 12-22%, prefill 2-5%, gathers from host memory 3x). Absent for a phase:
+  // the same as exe_s. Only for phases exe_s has.
+  std::array<std::optional<double>, kPhaseCount> exe_copying_s;
 };
 
 // Host work the schedule waits for (seconds). See plan/schedule.h for where each one falls.
@@ -54,6 +64,10 @@ struct HostCosts {
   double sampling_s = 0;  // after the LM head's last call of a step: read logits, pick a token
   double euler_s = 0;     // after expert.out: read the velocity, one Euler update
   double launch_s = 0;    // host time to enqueue one call (the GPU waits for it after a host step)
+  // The host steps while a copy crosses the link (reading the result shares the link with it);
+  // absent: the same as alone.
+  std::optional<double> sampling_copying_s;
+  std::optional<double> euler_copying_s;
 };
 
 // What the profile was measured with (C_EXE depends on it); informative, all optional.

@@ -46,22 +46,29 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
     s.host_allowed[g] = host_placement_allowed(weights.groups[g]);
   }
   s.exe_s.resize(calls.size());
+  s.exe_copying_s.resize(calls.size());
   s.host_after.resize(calls.size());
   s.host_after_s.resize(calls.size());
+  s.host_after_copying_s.resize(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
     const size_t g = static_cast<size_t>(calls[i].group);
-    s.exe_s[i] = *profile.groups[g].exe_s[phase_index(calls[i].phase)];
+    const size_t ph = phase_index(calls[i].phase);
+    s.exe_s[i] = *profile.groups[g].exe_s[ph];
+    s.exe_copying_s[i] = profile.groups[g].exe_copying_s[ph].value_or(s.exe_s[i]);
     ++s.calls_of[g];
     s.host_after[i] = host_step_after(calls, weights, i);
     switch (s.host_after[i]) {
       case HostStep::none:
         s.host_after_s[i] = 0;
+        s.host_after_copying_s[i] = 0;
         break;
       case HostStep::sampling:
         s.host_after_s[i] = profile.host.sampling_s;
+        s.host_after_copying_s[i] = profile.host.sampling_copying_s.value_or(s.host_after_s[i]);
         break;
       case HostStep::euler:
         s.host_after_s[i] = profile.host.euler_s;
+        s.host_after_copying_s[i] = profile.host.euler_copying_s.value_or(s.host_after_s[i]);
         break;
     }
   }

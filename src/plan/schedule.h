@@ -27,15 +27,17 @@ HostStep host_step_after(const std::vector<Call>& calls, const ModelWeights& wei
 
 struct Schedule {
   std::vector<Call> calls;
-  std::vector<double> exe_s;         // per call: C_EXE of its (group, phase)
-  std::vector<HostStep> host_after;  // per call
-  std::vector<double> host_after_s;  // per call: the host step's seconds (0 when none)
-  std::vector<double> dma_s;         // per group: C_DMA
-  std::vector<uint64_t> bytes;       // per group
-  std::vector<int64_t> calls_of;     // per group: how many calls use it
-  std::vector<bool> host_allowed;    // per group: host_placement_allowed
-  double launch_s = 0;               // host time to enqueue one call
-  double link_bytes_per_s = 0;       // the profile's link peak
+  std::vector<double> exe_s;                 // per call: C_EXE of its (group, phase), the link idle
+  std::vector<double> exe_copying_s;         // per call: its C_EXE while a copy runs the whole time
+  std::vector<HostStep> host_after;          // per call
+  std::vector<double> host_after_s;          // per call: the host step's seconds (0 when none)
+  std::vector<double> host_after_copying_s;  // per call: the same while a copy runs
+  std::vector<double> dma_s;                 // per group: C_DMA
+  std::vector<uint64_t> bytes;               // per group
+  std::vector<int64_t> calls_of;             // per group: how many calls use it
+  std::vector<bool> host_allowed;            // per group: host_placement_allowed
+  double launch_s = 0;                       // host time to enqueue one call
+  double link_bytes_per_s = 0;               // the profile's link peak
 
   size_t group_count() const { return dma_s.size(); }
 };

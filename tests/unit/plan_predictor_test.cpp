@@ -361,6 +361,93 @@ TEST(PlanPredictor, AgreesWithTheScheduleAsAGraphOnRandomModels) {
   }
 }
 
+TEST(PlanPredictor, CopiesSlowTheCallsTheyOverlap) {
+  // A resident call, then two streamed ones through two slots. Copies: S1 [0, 6], S2 [6, 12].
+  // R (4 alone, 8 copying) runs under copies all the way: ends at 8. S1 (5 alone, 10 copying)
+  // starts at 8 under S2's copy: 4/10 of its work by 12, the rest alone (3): ends at 15. S2
+  // starts at 15 with the link idle: ends at 20. With the link never slowing anything: 17.
+  ToyBuilder b;
+  const int r = b.group("expert.layers.0", GroupKind::expert_layer, 4096, 1);
+  const int s1 = b.group("expert.layers.1", GroupKind::expert_layer, 4096, 6);
+  const int s2 = b.group("expert.layers.2", GroupKind::expert_layer, 4096, 6);
+  b.exe(r, Phase::expert, 4).exe(s1, Phase::expert, 5).exe(s2, Phase::expert, 5);
+  b.step({r, s1, s2}, Phase::expert, 0);
+  const Toy plain = b.build();
+  b.exe_copying(r, Phase::expert, 8).exe_copying(s1, Phase::expert, 10);
+  b.exe_copying(s2, Phase::expert, 10);
+  const Toy slowed = b.build();
+  const Plan plan = toy_plan(slowed, {r}, 2);
+  EXPECT_NEAR(run(plain, plan).total_s, 17, kTol);
+  std::vector<CallTiming> trace;
+  const Prediction p = run(slowed, plan, &trace);
+  EXPECT_NEAR(p.total_s, 20, kTol);
+  ASSERT_EQ(trace.size(), 3u);
+  EXPECT_NEAR(trace[0].compute_end, 8, kTol);
+  EXPECT_NEAR(trace[1].compute_start, 8, kTol);
+  EXPECT_NEAR(trace[1].compute_end, 15, kTol);
+  EXPECT_NEAR(trace[2].compute_end, 20, kTol);
+  EXPECT_NEAR(p.compute_busy_s, 8 + 7 + 5, kTol);
+  // Sequential mode: copies and calls never overlap, so nothing is slowed.
+  EXPECT_NEAR(run(slowed, toy_plan(slowed, {r}, 1)).total_s,
+              run(plain, toy_plan(plain, {r}, 1)).total_s, kTol);
+}
+
+TEST(PlanPredictor, EveryCallDoesItsWorkAtTheRateOfTheLinkAroundIt) {
+  // Random toys with copying times: from the trace alone, every copy obeys plan.h's rule and
+  // every call's span holds exactly one call's work at 1/alone outside copies, 1/copying inside.
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<double> time(0.1e-3, 5e-3), slow(1.0, 3.0);
+  std::uniform_int_distribution<int> coin(0, 1), slots_pick(2, 5);
+  for (int trial = 0; trial < 40; ++trial) {
+    ToyBuilder b;
+    b.host(time(rng), 0, coin(rng) ? 1e-5 : 0);
+    std::vector<int> text;
+    for (int i = 0; i < 6; ++i) {
+      text.push_back(b.group("text.layers." + std::to_string(i), GroupKind::decoder_layer,
+                             8192u << (i % 2), time(rng)));
+      for (Phase ph : {Phase::prefill, Phase::decode}) {
+        const double alone = time(rng);
+        b.exe(text.back(), ph, alone).exe_copying(text.back(), ph, alone * slow(rng));
+      }
+    }
+    const int head = b.group("text.head", GroupKind::lm_head, 1 << 14, time(rng));
+    b.exe(head, Phase::prefill, time(rng)).exe(head, Phase::decode, time(rng));
+    std::vector<int> step = text;
+    step.push_back(head);
+    b.step(step, Phase::prefill, 0);
+    for (int s = 0; s < 3; ++s) b.step(step, Phase::decode, s);
+    const Toy t = b.build();
+    const Schedule s = t.schedule();
+    std::vector<int> resident;
+    for (size_t g = 0; g < t.weights.groups.size(); ++g) {
+      if (coin(rng)) resident.push_back(static_cast<int>(g));
+    }
+    const Plan plan = toy_plan(t, resident, slots_pick(rng));
+    std::vector<CallTiming> trace;
+    run(t, plan, &trace);
+    std::vector<std::pair<double, double>> copies;
+    std::vector<size_t> user;  // per copy: its call
+    for (size_t i = 0; i < trace.size(); ++i) {
+      if (trace[i].copy_start < 0) continue;
+      copies.emplace_back(trace[i].copy_start, trace[i].copy_end);
+      user.push_back(i);
+    }
+    for (size_t k = 0; k < copies.size(); ++k) {
+      double start = k > 0 ? copies[k - 1].second : 0;
+      const size_t slots = static_cast<size_t>(plan.slots);
+      if (k >= slots) start = std::max(start, trace[user[k - slots]].compute_end);
+      EXPECT_NEAR(copies[k].first, start, kTol) << trial << " copy " << k;
+    }
+    for (size_t i = 0; i < trace.size(); ++i) {
+      const double a = trace[i].compute_start, e = trace[i].compute_end;
+      double under = 0;
+      for (const auto& [cs, ce] : copies) under += std::max(0.0, std::min(e, ce) - std::max(a, cs));
+      const double work = (e - a - under) / s.exe_s[i] + under / s.exe_copying_s[i];
+      EXPECT_NEAR(work, 1.0, 1e-9) << trial << " call " << i;
+    }
+  }
+}
+
 TEST(PlanPredictor, RefusesAPlanForAnotherModel) {
   const Toy t = chain(4, 1, 1e-3, 1e-3);
   Plan p = toy_plan(t, {});

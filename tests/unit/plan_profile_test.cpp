@@ -10,6 +10,7 @@
 #include "model/cost.h"
 #include "model/presets.h"
 #include "plan/profile.h"
+#include "plan/schedule.h"
 #include "plan_toy_model.h"
 
 namespace ferry {
@@ -80,6 +81,32 @@ TEST(PlanProfile, JsonRoundTripKeepsEveryField) {
   EXPECT_TRUE(check_profile(p, t.weights, t.calls).ok());
 }
 
+TEST(PlanProfile, CopyingTimesRoundTripAndVersionOneIsRead) {
+  Toy t = small_toy();
+  const size_t decode = phase_index(Phase::decode);
+  t.profile.groups[1].exe_copying_s[decode] = 2.5e-4;
+  const std::string text = profile_to_json(t.profile);
+  auto back = parse_profile(text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  ASSERT_TRUE(back->groups[1].exe_copying_s[decode].has_value());
+  EXPECT_DOUBLE_EQ(*back->groups[1].exe_copying_s[decode], 2.5e-4);
+  EXPECT_FALSE(back->groups[2].exe_copying_s[decode].has_value());
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos);
+  // The schedule takes the copying time where there is one, else the time alone.
+  auto s = make_schedule(t.weights, t.calls, back.value());
+  ASSERT_TRUE(s.ok());
+  for (size_t i = 0; i < s->calls.size(); ++i) {
+    const bool has = s->calls[i].group == 1 && s->calls[i].phase == Phase::decode;
+    EXPECT_EQ(s->exe_copying_s[i], has ? 2.5e-4 : s->exe_s[i]) << i;
+  }
+  // A version 1 file (no copying times) is still read.
+  nlohmann::json v1 = nlohmann::json::parse(toy_json());
+  v1["version"] = 1;
+  auto old = parse_profile(v1.dump());
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_FALSE(old->groups[1].exe_copying_s[decode].has_value());
+}
+
 TEST(PlanProfile, HostileFilesAreRefusedWithTheReason) {
   struct Case {
     const char* why;
@@ -89,7 +116,15 @@ TEST(PlanProfile, HostileFilesAreRefusedWithTheReason) {
   const std::vector<Case> cases = {
       {"not JSON", "{\"format\": ", "profile"},
       {"another format", edited([](auto& j) { j["format"] = "ferry-plan"; }), "format"},
-      {"a future version", edited([](auto& j) { j["version"] = 2; }), "version"},
+      {"a future version", edited([](auto& j) { j["version"] = 3; }), "version"},
+      {"negative copying time",
+       edited([](auto& j) { j["groups"][1]["exe_copying_s"]["decode"] = -1e-3; }),
+       "exe_copying_s.decode"},
+      {"copying time of an untimed phase",
+       edited([](auto& j) { j["groups"][1]["exe_copying_s"]["vision"] = 1e-3; }),
+       "exe_copying_s.vision without"},
+      {"copying times not an object",
+       edited([](auto& j) { j["groups"][1]["exe_copying_s"] = 1.0; }), "exe_copying_s"},
       {"unknown top key", edited([](auto& j) { j["extra"] = 1; }), "extra"},
       {"missing groups", edited([](auto& j) { j.erase("groups"); }), "groups"},
       {"negative link", edited([](auto& j) { j["link"]["h2d_peak_bytes_per_s"] = -1.0; }),
@@ -175,7 +210,7 @@ TEST(PlanProfile, EstimateFromTheCostModel) {
   rates.link_bytes_per_s = 50e9;
   rates.peak_flops = 5e14;
   rates.memory_bandwidth = 4e12;
-  rates.host = HostCosts{1e-4, 2e-5, 5e-6};
+  rates.host = HostCosts{1e-4, 2e-5, 5e-6, {}, {}};
   auto p = estimate_profile(config.value(), weights.value(), calls.value(), ctx, rates);
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->source, "estimated");

@@ -54,6 +54,11 @@ class ToyBuilder {
     toy_.profile.groups[static_cast<size_t>(g)].exe_s[phase_index(phase)] = seconds;
     return *this;
   }
+  // Its C_EXE in `phase` while a copy runs (absent: the same as exe()).
+  ToyBuilder& exe_copying(int g, Phase phase, double seconds) {
+    toy_.profile.groups[static_cast<size_t>(g)].exe_copying_s[phase_index(phase)] = seconds;
+    return *this;
+  }
   // `count` uniform groups "<prefix>.<i>" of one kind, timed in one phase; returns their indices.
   std::vector<int> stack(const std::string& prefix, GroupKind kind, int count, uint64_t bytes,
                          double dma_s, Phase phase, double exe_s) {
@@ -70,7 +75,7 @@ class ToyBuilder {
     return *this;
   }
   ToyBuilder& host(double sampling_s, double euler_s, double launch_s) {
-    toy_.profile.host = HostCosts{sampling_s, euler_s, launch_s};
+    toy_.profile.host = HostCosts{sampling_s, euler_s, launch_s, {}, {}};
     return *this;
   }
   Toy build() const { return toy_; }

@@ -77,14 +77,61 @@ TEST(HostStepGaps, MedianGapPerKindSkippingCopyWaits) {
   t.copy_of = {-1, -1, -1, -1, 0, -1, -1, 1};
   t.copies = {{3.0, 4.6}, {8.0, 9.5}};
   const auto gaps = host_step_gaps({t}, w);
-  ASSERT_TRUE(gaps[static_cast<size_t>(HostStep::sampling)].has_value());
+  const StepGaps& sampling = gaps[static_cast<size_t>(HostStep::sampling)];
+  ASSERT_TRUE(sampling.any.has_value());
   // Gaps after the heads: 0.5 (kept), 0.75 (skipped: copy wait), 3.0 (kept): median of 0.5, 3.
-  EXPECT_DOUBLE_EQ(*gaps[static_cast<size_t>(HostStep::sampling)], 1.75);
-  ASSERT_TRUE(gaps[static_cast<size_t>(HostStep::euler)].has_value());
-  EXPECT_NEAR(*gaps[static_cast<size_t>(HostStep::euler)], 0.1, 1e-12);
-  EXPECT_FALSE(gaps[static_cast<size_t>(HostStep::none)].has_value());
+  EXPECT_DOUBLE_EQ(*sampling.any, 1.75);
+  // [1, 1.5] had no copy running; [6, 9] had the copy [8, 9.5] for a third: neither.
+  ASSERT_TRUE(sampling.alone.has_value());
+  EXPECT_DOUBLE_EQ(*sampling.alone, 0.5);
+  EXPECT_FALSE(sampling.copying.has_value());
+  const StepGaps& euler = gaps[static_cast<size_t>(HostStep::euler)];
+  ASSERT_TRUE(euler.any.has_value());
+  EXPECT_NEAR(*euler.any, 0.1, 1e-12);
+  // [10, 10.1] lies inside the copy [8, 9.5]? No: after it. Alone.
+  ASSERT_TRUE(euler.alone.has_value());
+  EXPECT_FALSE(gaps[static_cast<size_t>(HostStep::none)].any.has_value());
   // No timeline: nothing measured.
-  EXPECT_FALSE(host_step_gaps({}, w)[static_cast<size_t>(HostStep::sampling)].has_value());
+  EXPECT_FALSE(host_step_gaps({}, w)[static_cast<size_t>(HostStep::sampling)].any.has_value());
+}
+
+// C_EXE alone and with a copy running: calls split by how much of their span a copy covered,
+// and a (group, phase) seen one way only completed through the phase's ratio.
+TEST(ExeTimes, AloneAndCopyingWithTheRatioFillingTheGaps) {
+  StreamTimeline t;
+  // Group 0 is called four times: twice with the link idle (1.0 s each), twice fully under
+  // copies (1.2 s each): ratio 1.2. Group 1 only under a copy (2.4 s); group 2 only alone
+  // (0.5 s); group 3 once, half under a copy (1.1 s).
+  for (int g : {0, 0, 1, 0, 0, 2, 3}) t.calls.push_back(call_of(g));
+  t.compute = {{0, 1}, {1, 2}, {10, 12.4}, {12.4, 13.6}, {13.6, 14.8}, {20, 20.5}, {30, 31.1}};
+  t.copy_of.assign(t.calls.size(), -1);
+  t.copies = {{9, 15}, {30.55, 32}};
+  const ExeTimes e = exe_times({t}, 4);
+  const size_t d = phase_index(Phase::decode);
+  ASSERT_TRUE(e.alone[0][d] && e.copying[0][d]);
+  EXPECT_NEAR(*e.alone[0][d], 1.0, 1e-12);
+  EXPECT_NEAR(*e.copying[0][d], 1.2, 1e-12);
+  ASSERT_TRUE(e.alone[1][d] && e.copying[1][d]);
+  EXPECT_NEAR(*e.copying[1][d], 2.4, 1e-12);
+  EXPECT_NEAR(*e.alone[1][d], 2.0, 1e-12);
+  ASSERT_TRUE(e.alone[2][d] && e.copying[2][d]);
+  EXPECT_NEAR(*e.alone[2][d], 0.5, 1e-12);
+  EXPECT_NEAR(*e.copying[2][d], 0.6, 1e-12);
+  // 1.1 = alone * (1 + 0.2 * 0.5): alone 1.0476..., copying 1.2 times that.
+  ASSERT_TRUE(e.alone[3][d] && e.copying[3][d]);
+  EXPECT_NEAR(*e.alone[3][d], 1.1 / 1.1, 1e-12);
+  EXPECT_NEAR(*e.copying[3][d], 1.2 * 1.1 / 1.1, 1e-12);
+  // Phases never called stay empty.
+  EXPECT_FALSE(e.alone[0][phase_index(Phase::vision)].has_value());
+  // Without copies anywhere the ratio is 1: copying equals alone.
+  StreamTimeline plain;
+  plain.calls = {call_of(0)};
+  plain.compute = {{0, 2}};
+  plain.copy_of = {-1};
+  const ExeTimes p = exe_times({plain}, 1);
+  ASSERT_TRUE(p.alone[0][d] && p.copying[0][d]);
+  EXPECT_DOUBLE_EQ(*p.alone[0][d], 2.0);
+  EXPECT_DOUBLE_EQ(*p.copying[0][d], 2.0);
 }
 
 }  // namespace
