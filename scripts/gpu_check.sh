@@ -547,6 +547,68 @@ stage_session5a() {
     --out "$OUT/ar1_resident.profile.json" --timeline-out "$OUT/ar1_resident.timelines.json"
 }
 
+# Second call: the start with the planner on threads; a version-2 profile (C_EXE alone and with
+# a copy running) under the 15 GiB plan, the benches at 15 and 8 GiB with its plans, and the
+# measured sweep against its prediction.
+stage_session5b() {
+  stage_start_quick
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
+    tee "$OUT/start_ar1.txt"
+  local m="$models/alpamayo-r1-10b" v
+  step profile_ar1 200 "$build/ferry" profile --model "$m" --vram 15GiB --runs 3 --quiet \
+    --out "$LOGS/ar1.profile.json" --timeline-out "$OUT/ar1_15g.timelines.json"
+  cp "$LOGS/ar1.profile.json" "$OUT/"
+  for v in 15GiB 8GiB; do
+    step "bench_profiled_ar1_$v" 200 watched "bench_profiled_ar1_$v" "$build/ferry" bench \
+      --model "$m" --runs 3 --warmup 1 --json --quiet --vram "$v" --profile "$LOGS/ar1.profile.json"
+  done
+  step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
+  measured_sweep_ar1
+}
+
+# Third call: the profile with its sequential pass (C_EXE alone for every call), the start, and
+# the measured sweep against its prediction.
+stage_session5c() {
+  local m="$models/alpamayo-r1-10b"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step profile_ar1 200 "$build/ferry" profile --model "$m" --vram 15GiB --runs 3 --quiet --json \
+    --out "$LOGS/ar1.profile.json" --timeline-out "$OUT/ar1_15g.timelines.json"
+  cp "$LOGS/ar1.profile.json" "$OUT/"
+  step plan_resident_ar1 60 "$build/ferry" plan --model "$m" --profile "$LOGS/ar1.profile.json" \
+    --json
+  step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
+  measured_sweep_ar1
+  stage_start_quick
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
+    tee "$OUT/start_ar1.txt"
+}
+# Fourth call: the Qwen3-8B sweep over 12 budgets (a warm-up and one timed run each).
+stage_sweep_8b_12() {
+  planned_profile qwen3-8b 8b "${qwen_workload[@]}"
+  step bench_sweep_8b 560 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
+    --sweep-points 12 --profile "$LOGS/8b.profile.json" --runs 1 --warmup 1 --quiet --json \
+    --plot "$OUT/bench_sweep_8b.svg" "${qwen_workload[@]}"
+  cp "$LOGS/bench_sweep_8b.log" "$OUT/bench_sweep_8b.json" 2>/dev/null
+}
+
+# Fifth call: Qwen3-8B profiled with its pass beside background copies (all resident at
+# 15 GiB, so no copy of its own showed the slowdown), measured at the top three budgets of the
+# 12-point sweep; Alpamayo's 15 and 8 GiB benches with a fresh profile.
+stage_session5e() {
+  planned_profile qwen3-8b 8b "${qwen_workload[@]}"
+  step bench_top_8b 300 "$build/ferry" bench --model "$models/qwen3-8b" \
+    --sweep 13369103706,14726874272,16084644838 --profile "$LOGS/8b.profile.json" --runs 1 \
+    --warmup 1 --quiet --json "${qwen_workload[@]}"
+  cp "$LOGS/bench_top_8b.log" "$OUT/bench_top_8b.json" 2>/dev/null
+  planned_profile alpamayo-r1-10b ar1
+  local v
+  for v in 15GiB 8GiB; do
+    step "bench_profiled_ar1_$v" 200 watched "bench_profiled_ar1_$v" "$build/ferry" bench \
+      --model "$models/alpamayo-r1-10b" --runs 3 --warmup 1 --json --quiet --vram "$v" \
+      --profile "$LOGS/ar1.profile.json"
+  done
+}
+
 # start_table LOG...: one line per `run --json` log, its "start" by part.
 start_table() {
   python3 - "$@" <<'PY'

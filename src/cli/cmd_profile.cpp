@@ -19,6 +19,7 @@
 #include "cli/session_args.h"
 #include "cli/workload_args.h"
 #include "core/units.h"
+#include "exec/background_copies.h"
 #include "exec/machine_limits.h"
 #include "exec/profiler.h"
 #include "exec/session.h"
@@ -38,6 +39,7 @@ struct ProfileArgs {
   int warmup = 1;
   bool json = false;
   bool quiet = false;
+  bool alone_pass = true;
 };
 
 const Reporter report{"profile"};
@@ -112,12 +114,63 @@ void profile(const ProfileArgs& a) {
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, so));
   progress->stage("timing every call");
-  const CallMeasurements calls = report.check(measure_calls(*session, weights, a.runs, a.warmup));
+  CallMeasurements calls = report.check(measure_calls(*session, weights, a.runs, a.warmup));
+  const Plan plan = session->plan();
+  const MemoryBudget memory = session->memory();
+  const std::vector<Call> session_calls = session->calls();
+  std::string second_pass = "none";
+  if (a.alone_pass && plan.mode == StreamMode::pipelined && plan.slots > 0) {
+    // The same plan in sequential mode: no copy runs beside any call, so every call's time there
+    // is its time alone (exec/profiler.h). One session at a time: the budget holds one, and a
+    // backend reserves its budget once, so the second session gets a backend of its own.
+    session.reset();
+    backend.reset();
+    backend = report.check(backend_from_flag(a.backend, a.session.check_streams));
+    Plan sequential = plan;
+    sequential.mode = StreamMode::sequential;
+    sequential.slots = 1;
+    SessionOptions seq = so;
+    seq.plan.plan = sequential;
+    seq.plan.resident.reset();
+    seq.plan.resident_count.reset();
+    progress->stage("loading weights (sequential)");
+    session = report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, seq));
+    progress->stage("timing every call alone (sequential)");
+    const std::vector<StreamTimeline> alone =
+        report.check(timed_runs(*session, a.runs, a.warmup));
+    derive_call_times(calls, weights, &alone);
+    second_pass = "sequential";
+  } else if (a.alone_pass && plan.slots == 0) {
+    // Nothing streams, so no call ran beside a copy: the same session again with copies of a
+    // small buffer keeping the link busy (exec/background_copies.h) gives every call's copying
+    // time. The buffer comes from the budget's room left, else that pass is skipped.
+    std::unique_ptr<BackgroundCopies> copies;
+    for (uint64_t bytes : {uint64_t{16} << 20, uint64_t{4} << 20, uint64_t{1} << 20}) {
+      Result<std::unique_ptr<BackgroundCopies>> c = BackgroundCopies::start(*backend, bytes);
+      if (c.ok()) {
+        copies = std::move(c).value();
+        break;
+      }
+    }
+    if (copies) {
+      progress->stage("timing every call beside copies");
+      Result<std::vector<StreamTimeline>> under = timed_runs(*session, a.runs, 0);
+      copies->stop();
+      const std::vector<StreamTimeline> timelines = report.check(std::move(under));
+      derive_call_times(calls, weights, nullptr, &timelines);
+      second_pass = "under copies";
+    } else {
+      std::fprintf(stderr,
+                   "ferry profile: no room in the budget for a 1 MiB copy buffer: the calls' "
+                   "times beside copies are taken as their times alone\n");
+    }
+  }
+  session.reset();
   progress.reset();
   double pipeline_ratio = 1;
   const Profile p = measured_profile(weights, dma, calls, limits, backend->info().name, byte_path,
                                      w, &pipeline_ratio);
-  report.check(check_profile(p, weights, session->calls()));
+  report.check(check_profile(p, weights, session_calls));
   report.check(write_file_atomic(a.out, profile_to_json(p)));
   if (!a.timeline_out.empty()) {
     report.check(
@@ -127,7 +180,7 @@ void profile(const ProfileArgs& a) {
   double dma_total = 0;
   for (const GroupProfile& g : p.groups) dma_total += g.dma_s;
   std::array<double, kPhaseCount> exe{};
-  for (const Call& c : session->calls()) {
+  for (const Call& c : session_calls) {
     const GroupProfile& g = p.groups[static_cast<size_t>(c.group)];
     exe[phase_index(c.phase)] += g.exe_s[phase_index(c.phase)].value_or(0);
   }
@@ -149,7 +202,8 @@ void profile(const ProfileArgs& a) {
     for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
       if (exe[phase_index(ph)] > 0) j["compute_s"][phase_name(ph)] = exe[phase_index(ph)];
     }
-    j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
+    j["plan"] = plan_summary_json(plan, weights, memory);
+    j["second_pass"] = second_pass;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
@@ -167,7 +221,8 @@ void profile(const ProfileArgs& a) {
       exe[0], exe[1], exe[2], exe[3]);
   std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
               p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
-  print_plan(stdout, session->plan(), weights, session->memory());
+  std::printf("second pass %s\n", second_pass.c_str());
+  print_plan(stdout, plan, weights, memory);
   std::printf("wrote      %s (%zu groups)\n", a.out.c_str(), p.groups.size());
 }
 
@@ -192,6 +247,10 @@ void add_profile_command(CLI::App& app) {
       ->default_str(std::to_string(args->warmup));
   add_workload_options(cmd, &args->workload);
   add_session_options(cmd, &args->session);
+  cmd->add_flag("!--no-second-pass", args->alone_pass,
+                "Skip the second pass: the plan in sequential mode, timing every call with the "
+                "link idle (when the plan streams), or beside background copies (when nothing "
+                "streams); its times then come from the calls the first pass saw that way");
   cmd->add_flag("--json", args->json, "Print a JSON summary");
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->callback([args] { profile(*args); });

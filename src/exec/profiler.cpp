@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <tuple>
 #include <span>
 
 #include "plan/schedule.h"
@@ -173,8 +175,7 @@ std::optional<double> median_of(std::vector<double> v) {
 
 }  // namespace
 
-ExeTimes exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
-  // Per (group, phase): per run, the mean over its calls of each kind.
+ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
   struct Runs {
     std::vector<double> alone, copying, all, cover;
   };
@@ -212,38 +213,76 @@ ExeTimes exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) 
       }
     }
   }
-  ExeTimes e;
+  ExeSplit e;
   e.alone.resize(groups);
   e.copying.resize(groups);
-  // The slowdown per phase, from the groups seen both ways; pooled over phases where a phase
-  // has none; 1 when no group was.
-  std::array<std::vector<double>, kPhaseCount> ratios;
-  std::vector<double> pooled;
+  e.mean.resize(groups);
+  e.cover.resize(groups);
   for (size_t g = 0; g < groups; ++g) {
     for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
       e.alone[g][ph] = median_of(per_run[g][ph].alone);
       e.copying[g][ph] = median_of(per_run[g][ph].copying);
-      if (e.alone[g][ph] && e.copying[g][ph] && *e.alone[g][ph] > 0) {
-        ratios[ph].push_back(*e.copying[g][ph] / *e.alone[g][ph]);
-        pooled.push_back(ratios[ph].back());
+      e.mean[g][ph] = median_of(per_run[g][ph].all);
+      e.cover[g][ph] = median_of(per_run[g][ph].cover);
+    }
+  }
+  return e;
+}
+
+ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
+                   const ExeSplit* sequential, const ExeSplit* under_copies) {
+  constexpr double kSolvableCover = 0.25;
+  const size_t groups = pipelined.mean.size();
+  ExeTimes e;
+  e.alone.resize(groups);
+  e.copying.resize(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      const bool seq = sequential != nullptr && g < sequential->mean.size() &&
+                       sequential->mean[g][ph].has_value();
+      e.alone[g][ph] = seq ? sequential->mean[g][ph] : pipelined.alone[g][ph];
+      e.copying[g][ph] = pipelined.copying[g][ph];
+      if (!e.copying[g][ph] && under_copies != nullptr && g < under_copies->mean.size()) {
+        e.copying[g][ph] = under_copies->mean[g][ph];
+      }
+      const std::optional<double>& mean = pipelined.mean[g][ph];
+      const std::optional<double>& cover = pipelined.cover[g][ph];
+      if (!e.copying[g][ph] && e.alone[g][ph] && mean && cover && *cover >= kSolvableCover) {
+        e.copying[g][ph] = std::max(0.0, *e.alone[g][ph] + (*mean - *e.alone[g][ph]) / *cover);
       }
     }
   }
-  const std::optional<double> all_phases = median_of(pooled);
-  for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
-    const double r = median_of(ratios[ph]).value_or(all_phases.value_or(1.0));
-    for (size_t g = 0; g < groups; ++g) {
+  // The ratio copying / alone per class (kind, layer part, bytes) and phase, from its groups seen
+  // both ways.
+  using Class = std::tuple<int, int, uint64_t, size_t>;
+  auto class_of = [&](size_t g, size_t ph) {
+    const WeightGroup& w = weights.groups[g];
+    return Class{static_cast<int>(w.kind), static_cast<int>(w.part), w.bytes, ph};
+  };
+  std::map<Class, std::vector<double>> ratios;
+  for (size_t g = 0; g < groups && g < weights.groups.size(); ++g) {
+    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      if (e.alone[g][ph] && e.copying[g][ph] && *e.alone[g][ph] > 0) {
+        ratios[class_of(g, ph)].push_back(*e.copying[g][ph] / *e.alone[g][ph]);
+      }
+    }
+  }
+  std::map<Class, double> ratio;
+  for (auto& [c, v] : ratios) ratio[c] = median(std::move(v));
+  for (size_t g = 0; g < groups && g < weights.groups.size(); ++g) {
+    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
       std::optional<double>& alone = e.alone[g][ph];
       std::optional<double>& copying = e.copying[g][ph];
+      const auto it = ratio.find(class_of(g, ph));
+      const double r = it != ratio.end() ? it->second : 1.0;
       if (alone && !copying) {
         copying = *alone * r;
       } else if (copying && !alone) {
         alone = *copying / r;
-      } else if (!alone && !per_run[g][ph].all.empty()) {
-        // Only part-covered calls: mean = alone * (1 + (r - 1) * mean cover).
-        const double mean = *median_of(per_run[g][ph].all);
-        const double cover = *median_of(per_run[g][ph].cover);
-        alone = mean / (1 + (r - 1) * cover);
+      } else if (!alone && pipelined.mean[g][ph]) {
+        // Only part-covered calls: mean = alone * (1 + (r - 1) * cover).
+        const double cover = pipelined.cover[g][ph].value_or(0);
+        alone = *pipelined.mean[g][ph] / (1 + (r - 1) * cover);
         copying = *alone * r;
       }
     }
@@ -288,22 +327,15 @@ std::vector<double> pipelined_dma(const std::vector<double>& alone_s,
   return out;
 }
 
-Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
-                                       int warmup) {
+Result<std::vector<StreamTimeline>> timed_runs(Session& session, int runs, int warmup) {
   if (runs < 1) return make_error(ErrorCode::invalid_argument, "profile: runs must be at least 1");
   for (int i = 0; i < warmup; ++i) FERRY_RETURN_IF_ERROR(session.run().status());
-  CallMeasurements m;
-  m.runs = runs;
   StreamingProvider& streaming = session.streaming_provider();
   std::vector<StreamTimeline> timelines;
   streaming.set_timeline(true);
   for (int r = 0; r < runs; ++r) {
     Result<InferenceResult> run = session.run();
-    if (!run.ok()) {
-      streaming.set_timeline(false);
-      return run.error();
-    }
-    Result<StreamTimeline> t = streaming.timeline();
+    Result<StreamTimeline> t = run.ok() ? streaming.timeline() : Result<StreamTimeline>(run.error());
     if (!t.ok()) {
       streaming.set_timeline(false);
       return t.error();
@@ -311,34 +343,62 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
     timelines.push_back(std::move(t).value());
   }
   streaming.set_timeline(false);
-  ExeTimes exe = exe_times(timelines, weights.groups.size());
+  return timelines;
+}
+
+void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
+                       const std::vector<StreamTimeline>* alone,
+                       const std::vector<StreamTimeline>* under_copies) {
+  const size_t groups = weights.groups.size();
+  const ExeSplit piped = split_exe_times(m.timelines, groups);
+  std::optional<ExeSplit> seq;
+  if (alone != nullptr) seq = split_exe_times(*alone, groups);
+  std::optional<ExeSplit> copying;
+  if (under_copies != nullptr) copying = split_exe_times(*under_copies, groups);
+  ExeTimes exe = exe_times(weights, piped, seq ? &*seq : nullptr, copying ? &*copying : nullptr);
   m.exe_s = std::move(exe.alone);
   m.exe_copying_s = std::move(exe.copying);
-  m.pipelined_dma_s = pipelined_copy_times(timelines, weights.groups.size());
+  m.pipelined_dma_s = pipelined_copy_times(m.timelines, groups);
+  // Host steps as the pipeline sees them (one launch of the gap is the predictor's own), alone
+  // (from the sequential runs when there are some) and with a copy running; a step seen only
+  // one way takes that time for both; a step no timeline shows, the host timer's time.
+  const std::array<StepGaps, 3> gaps = host_step_gaps(m.timelines, weights);
+  std::array<StepGaps, 3> alone_gaps{}, copying_gaps{};
+  if (alone != nullptr) alone_gaps = host_step_gaps(*alone, weights);
+  if (under_copies != nullptr) copying_gaps = host_step_gaps(*under_copies, weights);
+  auto less_launch = [&](double gap) { return std::max(0.0, gap - m.host.launch_s); };
+  auto set = [&](HostStep step, double timed, double& out_alone,
+                 std::optional<double>& out_copying) {
+    const StepGaps& g = gaps[static_cast<size_t>(step)];
+    const StepGaps& sg = alone_gaps[static_cast<size_t>(step)];
+    const std::optional<double> a = sg.any ? sg.any : g.alone;
+    const std::optional<double> c = g.copying ? g.copying : copying_gaps[static_cast<size_t>(step)].any;
+    out_copying.reset();
+    if (!a && !g.any) {
+      out_alone = timed;
+      return;
+    }
+    out_alone = less_launch(a.value_or(c.value_or(g.any.value_or(0))));
+    out_copying = less_launch(c.value_or(a.value_or(g.any.value_or(0))));
+  };
+  set(HostStep::sampling, m.timed_sampling_s, m.host.sampling_s, m.host.sampling_copying_s);
+  set(HostStep::euler, m.timed_euler_s, m.host.euler_s, m.host.euler_copying_s);
+}
 
+Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
+                                       int warmup) {
+  CallMeasurements m;
+  m.runs = runs;
+  FERRY_ASSIGN_OR_RETURN(m.timelines, timed_runs(session, runs, warmup));
   HostTimer timer(session.backend(), session.provider(), weights);
   for (int r = 0; r < runs; ++r) {
     FERRY_RETURN_IF_ERROR(session.run(&timer).status());
     timer.finish();
   }
   m.host.launch_s = median(timer.launch);
-  // Host steps as the pipeline sees them (one launch of the gap is the predictor's own), alone
-  // and with a copy running; a step seen only one way takes that time for both.
-  const std::array<StepGaps, 3> gaps = host_step_gaps(timelines, weights);
-  auto in_pipeline = [&](HostStep step, std::vector<double>& timed, double& alone,
-                         std::optional<double>& copying) {
-    const StepGaps& g = gaps[static_cast<size_t>(step)];
-    auto less_launch = [&](double gap) { return std::max(0.0, gap - m.host.launch_s); };
-    if (!g.any) {
-      alone = median(std::move(timed));
-      return;
-    }
-    alone = less_launch(g.alone.value_or(g.copying.value_or(*g.any)));
-    copying = less_launch(g.copying.value_or(g.alone.value_or(*g.any)));
-  };
-  in_pipeline(HostStep::sampling, timer.sampling, m.host.sampling_s, m.host.sampling_copying_s);
-  in_pipeline(HostStep::euler, timer.euler, m.host.euler_s, m.host.euler_copying_s);
-  m.timelines = std::move(timelines);
+  m.timed_sampling_s = median(std::move(timer.sampling));
+  m.timed_euler_s = median(std::move(timer.euler));
+  derive_call_times(m, weights, nullptr);
   return m;
 }
 

@@ -46,14 +46,35 @@ namespace ferry {
 Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
                                                  const HostTier& tier, int runs);
 
-// C_EXE per group and phase, alone and with a copy running (see above): set together, for every
-// (group, phase) the timelines call.
+// Per group and phase, what the timelines show (seconds; median over runs of the per-run mean):
+// over calls with a copy in under 5% of their span (alone), over 95% (copying), all of them
+// (mean), and the mean share of the calls' spans under copies (cover).
 using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseCount>>;
+struct ExeSplit {
+  PhaseTimesOfGroups alone, copying, mean, cover;
+};
+ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
+
+// C_EXE per group and phase, alone and with a copy running, set together for every (group,
+// phase) the timelines call. `pipelined`: the profiled plan's own runs; `sequential`, if given:
+// the same plan in sequential mode, where no copy runs beside a call, so every call there is
+// alone. Each (group, phase):
+//   alone    the sequential runs' mean; else the pipelined calls alone;
+//   copying  the pipelined calls copying; else the runs under background copies; else solved
+//            from its part-covered calls
+//            (mean = alone + (copying - alone) * cover) when they were at least a quarter
+//            covered; else alone times its class's ratio copying / alone (class: kind, layer part,
+//            bytes; the groups of one class run the same kernels); else alone (no slowdown seen);
+//   alone, when neither pass saw it alone: copying over the class's ratio (1 without one), or,
+//            with only part-covered calls, solved from their mean and cover with that ratio.
 struct ExeTimes {
   PhaseTimesOfGroups alone;
   PhaseTimesOfGroups copying;
 };
-ExeTimes exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
+// `under_copies`, if given: the same plan's runs with BackgroundCopies keeping the link busy the
+// whole time; where the pipelined runs saw no call copying, their mean is the copying time.
+ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
+                   const ExeSplit* sequential = nullptr, const ExeSplit* under_copies = nullptr);
 
 // Below this share of its span under a copy a call counts as alone; above 1 minus it, copying.
 inline constexpr double kCopyCoverMargin = 0.05;
@@ -86,6 +107,8 @@ struct CallMeasurements {
   HostCosts host;
   int runs = 0;
   std::vector<StreamTimeline> timelines;  // the timed runs, as recorded (`profile --timeline-out`)
+  double timed_sampling_s = 0;            // the host timer's medians (synchronized, ungraphed gaps)
+  double timed_euler_s = 0;
 };
 
 // C_DMA as the pipeline sees it. A copy issued back to back with others while kernels run takes
@@ -99,9 +122,21 @@ std::vector<double> pipelined_dma(const std::vector<double>& alone_s,
                                   double* ratio = nullptr);
 
 // `runs` timed inferences with the timeline (after `warmup` untimed ones, which also record the
-// session's graphs), then `runs` with the host timer.
+// session's graphs), then `runs` with the host timer; the times derived from them alone.
 Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,
                                        int warmup);
+
+// C_EXE, the pipelined C_DMA and the host steps from m.timelines (and the host timer's times
+// where no timeline shows a step), with `alone`, if given, the timelines of the same plan run in
+// sequential mode on a second session: C_EXE alone and the host steps alone come from it.
+// `under_copies`, if given: timelines of the same plan with BackgroundCopies running (every call
+// and host step there is copying).
+void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
+                       const std::vector<StreamTimeline>* alone,
+                       const std::vector<StreamTimeline>* under_copies = nullptr);
+
+// `runs` inferences with the timeline on, after `warmup` without.
+Result<std::vector<StreamTimeline>> timed_runs(Session& session, int runs, int warmup);
 
 // The profile file's contents from the measurements: C_DMA from pipelined_dma(dma_s, ...). The
 // link peak is the larger of the measured page-locked peak and the fastest lone group copy, so

@@ -95,43 +95,74 @@ TEST(HostStepGaps, MedianGapPerKindSkippingCopyWaits) {
   EXPECT_FALSE(host_step_gaps({}, w)[static_cast<size_t>(HostStep::sampling)].any.has_value());
 }
 
-// C_EXE alone and with a copy running: calls split by how much of their span a copy covered,
-// and a (group, phase) seen one way only completed through the phase's ratio.
-TEST(ExeTimes, AloneAndCopyingWithTheRatioFillingTheGaps) {
+// C_EXE alone and with a copy running: calls split by how much of their span a copy covered;
+// a group seen one way completed through its class's ratio (same kind, part and bytes).
+TEST(ExeTimes, AloneAndCopyingWithTheClassRatioFillingTheGaps) {
+  ModelWeights w;
+  auto add = [&](const char* name, uint64_t bytes) {
+    WeightGroup g;
+    g.name = name;
+    g.kind = GroupKind::decoder_layer;
+    g.part = LayerPart::gate_up;
+    g.bytes = bytes;
+    w.groups.push_back(g);
+  };
+  add("text.layers.0.gate_up", 4096);
+  add("text.layers.1.gate_up", 4096);
+  add("text.layers.2.gate_up", 8192);  // another class: other bytes
+  add("text.layers.3.gate_up", 4096);
   StreamTimeline t;
-  // Group 0 is called four times: twice with the link idle (1.0 s each), twice fully under
-  // copies (1.2 s each): ratio 1.2. Group 1 only under a copy (2.4 s); group 2 only alone
-  // (0.5 s); group 3 once, half under a copy (1.1 s).
+  // Group 0: twice with the link idle (1.0 s), twice under copies (1.2 s): ratio 1.2. Group 1
+  // only under a copy (2.4 s); group 2 only alone (0.5 s); group 3 once, half covered (1.1 s).
   for (int g : {0, 0, 1, 0, 0, 2, 3}) t.calls.push_back(call_of(g));
   t.compute = {{0, 1}, {1, 2}, {10, 12.4}, {12.4, 13.6}, {13.6, 14.8}, {20, 20.5}, {30, 31.1}};
   t.copy_of.assign(t.calls.size(), -1);
   t.copies = {{9, 15}, {30.55, 32}};
-  const ExeTimes e = exe_times({t}, 4);
+  const ExeSplit split = split_exe_times({t}, w.groups.size());
   const size_t d = phase_index(Phase::decode);
-  ASSERT_TRUE(e.alone[0][d] && e.copying[0][d]);
-  EXPECT_NEAR(*e.alone[0][d], 1.0, 1e-12);
-  EXPECT_NEAR(*e.copying[0][d], 1.2, 1e-12);
-  ASSERT_TRUE(e.alone[1][d] && e.copying[1][d]);
-  EXPECT_NEAR(*e.copying[1][d], 2.4, 1e-12);
-  EXPECT_NEAR(*e.alone[1][d], 2.0, 1e-12);
-  ASSERT_TRUE(e.alone[2][d] && e.copying[2][d]);
-  EXPECT_NEAR(*e.alone[2][d], 0.5, 1e-12);
-  EXPECT_NEAR(*e.copying[2][d], 0.6, 1e-12);
-  // 1.1 = alone * (1 + 0.2 * 0.5): alone 1.0476..., copying 1.2 times that.
-  ASSERT_TRUE(e.alone[3][d] && e.copying[3][d]);
-  EXPECT_NEAR(*e.alone[3][d], 1.1 / 1.1, 1e-12);
-  EXPECT_NEAR(*e.copying[3][d], 1.2 * 1.1 / 1.1, 1e-12);
-  // Phases never called stay empty.
+  ASSERT_TRUE(split.cover[3][d].has_value());
+  EXPECT_NEAR(*split.cover[3][d], 0.5, 1e-12);
+  const ExeTimes e = exe_times(w, split);
+  auto near = [&](const PhaseTimesOfGroups& v, size_t g, double want) {
+    ASSERT_TRUE(v[g][d].has_value()) << g;
+    EXPECT_NEAR(*v[g][d], want, 1e-12) << g;
+  };
+  near(e.alone, 0, 1.0);
+  near(e.copying, 0, 1.2);
+  near(e.copying, 1, 2.4);
+  near(e.alone, 1, 2.0);     // 2.4 / 1.2
+  near(e.alone, 2, 0.5);     // its class has no ratio: no slowdown assumed
+  near(e.copying, 2, 0.5);
+  near(e.alone, 3, 1.0);     // 1.1 = alone * (1 + 0.2 * 0.5)
+  near(e.copying, 3, 1.2);
   EXPECT_FALSE(e.alone[0][phase_index(Phase::vision)].has_value());
-  // Without copies anywhere the ratio is 1: copying equals alone.
-  StreamTimeline plain;
-  plain.calls = {call_of(0)};
-  plain.compute = {{0, 2}};
-  plain.copy_of = {-1};
-  const ExeTimes p = exe_times({plain}, 1);
-  ASSERT_TRUE(p.alone[0][d] && p.copying[0][d]);
-  EXPECT_DOUBLE_EQ(*p.alone[0][d], 2.0);
-  EXPECT_DOUBLE_EQ(*p.copying[0][d], 2.0);
+
+  // With a sequential pass every call's alone time comes from it; group 3's copying time is
+  // then solved from its half-covered call: 1.1 = 0.9 + (copying - 0.9) * 0.5.
+  StreamTimeline seq;
+  for (int g : {0, 1, 2, 3}) seq.calls.push_back(call_of(g));
+  seq.compute = {{0, 0.95}, {1, 2.9}, {3, 3.5}, {4, 4.9}};
+  seq.copy_of.assign(seq.calls.size(), -1);
+  const ExeSplit alone = split_exe_times({seq}, w.groups.size());
+  const ExeTimes f = exe_times(w, split, &alone);
+  near(f.alone, 0, 0.95);
+  near(f.copying, 0, 1.2);
+  near(f.alone, 1, 1.9);
+  near(f.copying, 1, 2.4);
+  near(f.alone, 3, 0.9);
+  near(f.copying, 3, 1.3);
+
+  // Runs under background copies give the copying time where the pipelined runs had none
+  // (group 2), and leave the ones they had (group 0).
+  StreamTimeline under;
+  for (int g : {0, 2}) under.calls.push_back(call_of(g));
+  under.compute = {{0, 1.5}, {2, 2.65}};
+  under.copy_of.assign(under.calls.size(), -1);
+  const ExeSplit busy = split_exe_times({under}, w.groups.size());
+  const ExeTimes u = exe_times(w, split, nullptr, &busy);
+  near(u.copying, 0, 1.2);
+  near(u.copying, 2, 0.65);
+  near(u.alone, 2, 0.5);
 }
 
 }  // namespace
