@@ -136,8 +136,7 @@ void profile(const ProfileArgs& a) {
     progress->stage("loading weights (sequential)");
     session = report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, seq));
     progress->stage("timing every call alone (sequential)");
-    const std::vector<StreamTimeline> alone =
-        report.check(timed_runs(*session, a.runs, a.warmup));
+    const std::vector<StreamTimeline> alone = report.check(timed_runs(*session, a.runs, a.warmup));
     derive_call_times(calls, weights, &alone);
     second_pass = "sequential";
   } else if (a.alone_pass && plan.slots == 0) {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <tuple>
 #include <span>
+#include <tuple>
 
 #include "plan/schedule.h"
 
@@ -335,7 +335,8 @@ Result<std::vector<StreamTimeline>> timed_runs(Session& session, int runs, int w
   streaming.set_timeline(true);
   for (int r = 0; r < runs; ++r) {
     Result<InferenceResult> run = session.run();
-    Result<StreamTimeline> t = run.ok() ? streaming.timeline() : Result<StreamTimeline>(run.error());
+    Result<StreamTimeline> t =
+        run.ok() ? streaming.timeline() : Result<StreamTimeline>(run.error());
     if (!t.ok()) {
       streaming.set_timeline(false);
       return t.error();
@@ -372,7 +373,8 @@ void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
     const StepGaps& g = gaps[static_cast<size_t>(step)];
     const StepGaps& sg = alone_gaps[static_cast<size_t>(step)];
     const std::optional<double> a = sg.any ? sg.any : g.alone;
-    const std::optional<double> c = g.copying ? g.copying : copying_gaps[static_cast<size_t>(step)].any;
+    const std::optional<double> c =
+        g.copying ? g.copying : copying_gaps[static_cast<size_t>(step)].any;
     out_copying.reset();
     if (!a && !g.any) {
       out_alone = timed;

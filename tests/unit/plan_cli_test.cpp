@@ -134,9 +134,32 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   const uint64_t vram = middle_budget();
   ASSERT_GT(vram, 0u);
   const std::string v = " --vram " + std::to_string(vram);
-  const nlohmann::json summary = ok_json("profile" + model() + kWorkload + v + " --out " +
-                                         file("profile.json") + " --runs 2 --json --quiet");
+  const nlohmann::json summary =
+      ok_json("profile" + model() + kWorkload + " --vram " + std::to_string(vram + (8u << 20)) +
+              " --out " + file("profile.json") + " --runs 2 --json --quiet --mode pipelined " +
+              "--timeline-out " + file("timelines.json"));
   EXPECT_EQ(summary["out"], file("profile.json"));
+  // The plan streams through a ring here: the second pass runs it in sequential mode.
+  EXPECT_EQ(summary["plan"]["mode"], "pipelined");
+  EXPECT_EQ(summary["second_pass"], "sequential");
+  // The timelines: one per timed run, every call with its group, phase and compute span, the
+  // streamed ones with their copy span.
+  const nlohmann::json t = nlohmann::json::parse(slurp(file("timelines.json")));
+  EXPECT_EQ(t["format"], "ferry-timelines");
+  ASSERT_EQ(t["runs"].size(), 2u);
+  const size_t group_count = t["groups"].size();
+  int64_t streamed = 0;
+  for (const auto& c : t["runs"][0]["calls"]) {
+    ASSERT_TRUE(c.size() == 4 || c.size() == 6) << c.dump();
+    EXPECT_LT(c[0].get<size_t>(), group_count);
+    EXPECT_GE(c[3].get<double>(), c[2].get<double>());
+    if (c.size() == 6) {
+      ++streamed;
+      EXPECT_GE(c[5].get<double>(), c[4].get<double>());
+      EXPECT_LE(c[5].get<double>(), c[2].get<double>() + 1e-6) << "a call starts after its copy";
+    }
+  }
+  EXPECT_GT(streamed, 0);
   auto parsed = parse_profile(slurp(file("profile.json")));
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed->source, "measured");
@@ -153,6 +176,20 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   EXPECT_GT(parsed->link_bytes_per_s, 0.0);
   EXPECT_GT(parsed->host.sampling_s, 0.0);
   EXPECT_GT(parsed->host.euler_s, 0.0);
+  // Every timed (group, phase) has both times.
+  for (const GroupProfile& g : parsed->groups) {
+    for (size_t ph = 0; ph < 4; ++ph) {
+      EXPECT_EQ(g.exe_s[ph].has_value(), g.exe_copying_s[ph].has_value()) << g.name;
+    }
+  }
+  // All resident (no budget): the second pass runs beside background copies.
+  const nlohmann::json resident = ok_json("profile" + model() + kWorkload + " --out " +
+                                          file("resident.json") + " --runs 1 --json --quiet");
+  EXPECT_EQ(resident["second_pass"], "under copies");
+  const nlohmann::json skipped =
+      ok_json("profile" + model() + kWorkload + " --out " + file("skipped.json") +
+              " --runs 1 --json --quiet " + "--no-second-pass");
+  EXPECT_EQ(skipped["second_pass"], "none");
 
   const std::string with = " --profile " + file("profile.json");
   const nlohmann::json p = ok_json("plan" + model() + kWorkload + v + with + " --json");

@@ -130,10 +130,10 @@ TEST(ExeTimes, AloneAndCopyingWithTheClassRatioFillingTheGaps) {
   near(e.alone, 0, 1.0);
   near(e.copying, 0, 1.2);
   near(e.copying, 1, 2.4);
-  near(e.alone, 1, 2.0);     // 2.4 / 1.2
-  near(e.alone, 2, 0.5);     // its class has no ratio: no slowdown assumed
+  near(e.alone, 1, 2.0);  // 2.4 / 1.2
+  near(e.alone, 2, 0.5);  // its class has no ratio: no slowdown assumed
   near(e.copying, 2, 0.5);
-  near(e.alone, 3, 1.0);     // 1.1 = alone * (1 + 0.2 * 0.5)
+  near(e.alone, 3, 1.0);  // 1.1 = alone * (1 + 0.2 * 0.5)
   near(e.copying, 3, 1.2);
   EXPECT_FALSE(e.alone[0][phase_index(Phase::vision)].has_value());
 
