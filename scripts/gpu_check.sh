@@ -623,9 +623,22 @@ for path in sys.argv[1:]:
              "register_s", "register_hidden_s"]
     print(f"{path.rsplit('/', 1)[-1][:-4]}: total {s['total_s']:.3f} s (before main "
           f"{s.get('before_main_s')}), " + ", ".join(f"{k[:-2]} {s[k]:.3f}" for k in parts if k in s) +
-          f", {s['register_pieces']} pieces on {s['register_threads']} threads; backend "
-          + json.dumps(s.get("backend_parts")))
+          f", {s['register_pieces']} pieces on {s['register_threads']} threads; planning "
+          + json.dumps(s.get("plan_parts")) + "; backend " + json.dumps(s.get("backend_parts")))
 PY
+}
+# Why planning is 3-4x slower beside the registration (fifth session): the overlapped start with
+# smaller and larger registration pieces, planning's parts printed.
+stage_start_pieces() {
+  stage_start_quick
+  local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
+    --image-size 320x576 --prompt-tokens 3007 --tokens 21) p
+  for p in 64MiB 1GiB; do
+    step "start_piece_$p" 300 "$build/ferry" run --model "$m" "${args[@]}" --register-piece "$p"
+    step "same_start_piece_$p" 10 same_as "$LOGS/start_serial.log" "$LOGS/start_piece_$p.log"
+  done
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log \
+    "$LOGS"/start_piece_*.log | tee "$OUT/start_ar1.txt"
 }
 
 # Fast start (issue 11 item 5): process start to first inference ready at 15 GiB, warm page

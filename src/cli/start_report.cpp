@@ -18,6 +18,9 @@ nlohmann::ordered_json start_json(const StartTimes& t) {
   if (t.machine_limits_s > 0) j["machine_limits_s"] = t.machine_limits_s;
   j["tier_s"] = t.tier_s;
   j["plan_s"] = t.plan_s;
+  j["plan_parts"] = {{"context_s", t.plan_context_s},
+                     {"choose_s", t.plan_choose_s},
+                     {"evaluations", t.plan_evaluations}};
   j["reserve_s"] = t.reserve_s;
   j["upload_s"] = t.upload_s;
   j["upload_wait_s"] = t.upload_wait_s;

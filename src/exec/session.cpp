@@ -48,6 +48,9 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   FERRY_ASSIGN_OR_RETURN(s->planned_, plan_session_full(backend, config, weights, workload, options,
                                                         runtime, s->tier_.readable_in_place()));
   times.plan_s = lap(last);
+  times.plan_context_s = s->planned_.context_s;
+  times.plan_choose_s = s->planned_.choose_s;
+  times.plan_evaluations = s->planned_.evaluations;
   if (const std::optional<uint64_t> vram = s->planned_.vram) {
     // Everything ferry allocates from here on is carved from this one region.
     // The runtime and the registered tier's page tables stay outside it.

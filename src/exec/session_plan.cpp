@@ -1,6 +1,7 @@
 #include "exec/session_plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
 #include "core/units.h"
@@ -319,10 +320,16 @@ Result<SessionPlan> plan_session_full(Backend& backend, const ModelConfig& confi
                                       const ModelWeights& weights, const Workload& workload,
                                       const SessionOptions& options, uint64_t runtime_bytes,
                                       bool in_place) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
   FERRY_ASSIGN_OR_RETURN(std::optional<uint64_t> vram, resolve_vram(backend, options));
   FERRY_ASSIGN_OR_RETURN(PlanningContext ctx, planning_context(backend, config, weights, workload,
                                                                options, runtime_bytes, in_place));
-  return choose_plan(ctx, weights, options, vram);
+  const Clock::time_point t1 = Clock::now();
+  FERRY_ASSIGN_OR_RETURN(SessionPlan sp, choose_plan(ctx, weights, options, vram));
+  sp.context_s = std::chrono::duration<double>(t1 - t0).count();
+  sp.choose_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  return sp;
 }
 
 Result<std::pair<Plan, MemoryBudget>> plan_session(Backend& backend, const ModelConfig& config,

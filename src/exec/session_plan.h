@@ -164,6 +164,10 @@ struct SessionPlan {
   int64_t evaluations = 0;          // the planner's predictor runs (0 when it did not plan)
   double start_s = 0;               // the planner's best start, before its search
   uint64_t host_page_tables = 0;    // device bytes outside the arena for the registered tier
+  // plan_session_full's two steps, seconds: the planning context (measure pass, call sequence,
+  // profile, schedule) and the choice (the planner's search, the budget check, the prediction).
+  double context_s = 0;
+  double choose_s = 0;
 };
 
 // Chooses the plan under `vram` (options.vram resolved: see resolve_vram), checks the budget,

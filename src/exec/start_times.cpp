@@ -63,6 +63,9 @@ double StartTimes::other_s() const {
 void StartTimes::take_session(const StartTimes& s) {
   tier_s = s.tier_s;
   plan_s = s.plan_s;
+  plan_context_s = s.plan_context_s;
+  plan_choose_s = s.plan_choose_s;
+  plan_evaluations = s.plan_evaluations;
   reserve_s = s.reserve_s;
   upload_s = s.upload_s;
   upload_wait_s = s.upload_wait_s;

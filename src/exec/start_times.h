@@ -28,6 +28,9 @@ struct StartTimes {
   double tier_s = 0.0;           // HostTier::open: the first piece registered, the rest started (or
                                  // the bounce ring made)
   double plan_s = 0.0;           // measure pass, profile, planner, budget check
+  double plan_context_s = 0.0;   // of plan_s: the measure pass, call sequence, profile, schedule
+  double plan_choose_s = 0.0;    // of plan_s: the planner's search, budget check, prediction
+  int64_t plan_evaluations = 0;  // the planner's predictor runs
   double reserve_s = 0.0;        // the budget's region reserved, the compute stream made
   double upload_s = 0.0;         // the resident groups copied in: first enqueue to completion
   double upload_wait_s = 0.0;    // of upload_s: waiting for pieces to be registered

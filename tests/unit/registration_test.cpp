@@ -441,6 +441,9 @@ TEST(StartTimes, SessionPartsAddUp) {
     EXPECT_GE(v, 0.0);
   }
   EXPECT_LE(t.upload_wait_s, t.upload_s);
+  EXPECT_GE(t.plan_context_s, 0.0);
+  EXPECT_GE(t.plan_choose_s, 0.0);
+  EXPECT_LE(t.plan_context_s + t.plan_choose_s, t.plan_s + 1e-6);  // parts of planning
   const double parts =
       t.tier_s + t.plan_s + t.reserve_s + t.upload_s + t.register_wait_s + t.slots_s + t.runner_s;
   EXPECT_LE(parts, t.open_s + 1e-6);
@@ -474,6 +477,11 @@ TEST(StartTimes, RunAndBenchReportTheStart) {
       EXPECT_TRUE(s.contains(key)) << key;
     }
     EXPECT_GT(s["register_pieces"].get<int>(), 1);
+    ASSERT_TRUE(s.contains("plan_parts"));
+    EXPECT_LE(
+        s["plan_parts"]["context_s"].get<double>() + s["plan_parts"]["choose_s"].get<double>(),
+        s["plan_s"].get<double>() + 1e-6);
+    EXPECT_GE(s["plan_parts"]["evaluations"].get<int64_t>(), 0);
     EXPECT_GE(s["total_s"].get<double>(), s["open_s"].get<double>() + s["config_s"].get<double>() +
                                               s["checkpoint_s"].get<double>() +
                                               s["backend_s"].get<double>());
