@@ -503,14 +503,15 @@ stage_session4b() {
 }
 # Third call: the planner against the alternatives at 15 and 8 GiB, host memory of concurrent
 # processes.
-# The Qwen3-8B sweep in a short device budget: 6 budgets, a warm-up and one timed run each.
-stage_sweep_8b_quick() {
+# The Qwen3-8B sweep in a short device budget: POINTS budgets, a warm-up and one timed run each.
+short_sweep_8b() {  # short_sweep_8b POINTS LIMIT
   planned_profile qwen3-8b 8b "${qwen_workload[@]}"
-  step bench_sweep_8b 420 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
-    --sweep-points 6 --profile "$LOGS/8b.profile.json" --runs 1 --warmup 1 --quiet --json \
+  step bench_sweep_8b "$2" "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
+    --sweep-points "$1" --profile "$LOGS/8b.profile.json" --runs 1 --warmup 1 --quiet --json \
     --plot "$OUT/bench_sweep_8b.svg" "${qwen_workload[@]}"
   cp "$LOGS/bench_sweep_8b.log" "$OUT/bench_sweep_8b.json" 2>/dev/null
 }
+stage_sweep_8b_quick() { short_sweep_8b 6 420; }
 stage_session4c() {
   stage_alternatives_ar1
   stage_host_memory_ar1
@@ -535,9 +536,7 @@ stage_start_quick() {
 # since the page tables are budgeted), the budgeted benches, and the raw timelines of a profile
 # under the 15 GiB plan and of one all resident (where each call's compute span goes).
 stage_session5a() {
-  stage_start_quick
-  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
-    tee "$OUT/start_ar1.txt"
+  start_quick_table
   budgets_ar1
   local m="$models/alpamayo-r1-10b"
   step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
@@ -551,9 +550,7 @@ stage_session5a() {
 # a copy running) under the 15 GiB plan, the benches at 15 and 8 GiB with its plans, and the
 # measured sweep against its prediction.
 stage_session5b() {
-  stage_start_quick
-  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
-    tee "$OUT/start_ar1.txt"
+  start_quick_table
   local m="$models/alpamayo-r1-10b" v
   step profile_ar1 200 "$build/ferry" profile --model "$m" --vram 15GiB --runs 3 --quiet \
     --out "$LOGS/ar1.profile.json" --timeline-out "$OUT/ar1_15g.timelines.json"
@@ -578,18 +575,10 @@ stage_session5c() {
     --json
   step bench_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json --quiet
   measured_sweep_ar1
-  stage_start_quick
-  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
-    tee "$OUT/start_ar1.txt"
+  start_quick_table
 }
-# Fourth call: the Qwen3-8B sweep over 12 budgets (a warm-up and one timed run each).
-stage_sweep_8b_12() {
-  planned_profile qwen3-8b 8b "${qwen_workload[@]}"
-  step bench_sweep_8b 560 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
-    --sweep-points 12 --profile "$LOGS/8b.profile.json" --runs 1 --warmup 1 --quiet --json \
-    --plot "$OUT/bench_sweep_8b.svg" "${qwen_workload[@]}"
-  cp "$LOGS/bench_sweep_8b.log" "$OUT/bench_sweep_8b.json" 2>/dev/null
-}
+# Fourth call: the Qwen3-8B sweep over 12 budgets (454 s on the H200).
+stage_sweep_8b_12() { short_sweep_8b 12 560; }
 
 # Fifth call: Qwen3-8B profiled with its pass beside background copies (all resident at
 # 15 GiB, so no copy of its own showed the slowdown), measured at the top three budgets of the
@@ -609,6 +598,12 @@ stage_session5e() {
   done
 }
 
+# The start in a short device budget and its table.
+start_quick_table() {
+  stage_start_quick
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap.log "$LOGS"/start_overlap2.log |
+    tee "$OUT/start_ar1.txt"
+}
 # start_table LOG...: one line per `run --json` log, its "start" by part.
 start_table() {
   python3 - "$@" <<'PY'

@@ -39,14 +39,14 @@ struct ProfileArgs {
   int warmup = 1;
   bool json = false;
   bool quiet = false;
-  bool alone_pass = true;
+  bool second_pass = true;
 };
 
 const Reporter report{"profile"};
 
 // The timed runs' timelines as recorded, for looking at one call at a time: the group names once,
-// then per run and call its group, phase, compute span and copy span (null when not streamed),
-// in seconds from the run's origin.
+// then per run and call [group, phase, compute start, compute end] and, for a streamed call,
+// [copy start, copy end] after them, in seconds from the run's origin.
 nlohmann::ordered_json timelines_json(const std::vector<StreamTimeline>& timelines,
                                       const ModelWeights& weights) {
   nlohmann::ordered_json j;
@@ -85,6 +85,57 @@ std::string byte_path_of(const Backend& backend, const HostTier& tier) {
   return tier.registered() ? "registered-mapping" : "pageable";
 }
 
+// The profiler's second pass (exec/profiler.h), chosen by the first pass's plan: a ring runs
+// again in sequential mode on a second session (every call alone; one session at a time, and a
+// backend reserves its budget once, so it gets a backend of its own); a plan that streams
+// nothing runs again beside background copies of a small buffer from the budget's room (every
+// call copying). Updates `calls`; returns what ran ("sequential", "under copies", "none").
+std::string run_second_pass(const ProfileArgs& a, const OpenModel& m, const Workload& w,
+                            const SessionOptions& so, const Plan& plan,
+                            std::unique_ptr<Backend>& backend, std::unique_ptr<Session>& session,
+                            Progress& progress, CallMeasurements& calls) {
+  const ModelWeights& weights = m.weights;
+  if (plan.mode == StreamMode::pipelined && plan.slots > 0) {
+    session.reset();
+    backend.reset();
+    backend = report.check(backend_from_flag(a.backend, a.session.check_streams));
+    Plan sequential = plan;
+    sequential.mode = StreamMode::sequential;
+    sequential.slots = 1;
+    SessionOptions seq = so;
+    seq.plan.plan = sequential;
+    seq.plan.resident.reset();
+    seq.plan.resident_count.reset();
+    progress.stage("loading weights (sequential)");
+    session = report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, seq));
+    progress.stage("timing every call alone (sequential)");
+    const std::vector<StreamTimeline> alone = report.check(timed_runs(*session, a.runs, a.warmup));
+    derive_call_times(calls, weights, &alone);
+    return "sequential";
+  }
+  if (plan.slots > 0) return "none";  // sequential already: nothing overlaps, no room to copy
+  std::unique_ptr<BackgroundCopies> copies;
+  for (uint64_t bytes : {uint64_t{16} << 20, uint64_t{4} << 20, uint64_t{1} << 20}) {
+    Result<std::unique_ptr<BackgroundCopies>> c = BackgroundCopies::start(*backend, bytes);
+    if (c.ok()) {
+      copies = std::move(c).value();
+      break;
+    }
+  }
+  if (!copies) {
+    std::fprintf(stderr,
+                 "ferry profile: no room in the budget for a 1 MiB copy buffer: the calls' "
+                 "times beside copies are taken as their times alone\n");
+    return "none";
+  }
+  progress.stage("timing every call beside copies");
+  Result<std::vector<StreamTimeline>> under = timed_runs(*session, a.runs, 0);
+  copies->stop();
+  const std::vector<StreamTimeline> timelines = report.check(std::move(under));
+  derive_call_times(calls, weights, nullptr, &timelines);
+  return "under copies";
+}
+
 void profile(const ProfileArgs& a) {
   const OpenModel m = report.check(open_model(a.model));
   const ModelWeights& weights = m.weights;
@@ -118,52 +169,9 @@ void profile(const ProfileArgs& a) {
   const Plan plan = session->plan();
   const MemoryBudget memory = session->memory();
   const std::vector<Call> session_calls = session->calls();
-  std::string second_pass = "none";
-  if (a.alone_pass && plan.mode == StreamMode::pipelined && plan.slots > 0) {
-    // The same plan in sequential mode: no copy runs beside any call, so every call's time there
-    // is its time alone (exec/profiler.h). One session at a time: the budget holds one, and a
-    // backend reserves its budget once, so the second session gets a backend of its own.
-    session.reset();
-    backend.reset();
-    backend = report.check(backend_from_flag(a.backend, a.session.check_streams));
-    Plan sequential = plan;
-    sequential.mode = StreamMode::sequential;
-    sequential.slots = 1;
-    SessionOptions seq = so;
-    seq.plan.plan = sequential;
-    seq.plan.resident.reset();
-    seq.plan.resident_count.reset();
-    progress->stage("loading weights (sequential)");
-    session = report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, seq));
-    progress->stage("timing every call alone (sequential)");
-    const std::vector<StreamTimeline> alone = report.check(timed_runs(*session, a.runs, a.warmup));
-    derive_call_times(calls, weights, &alone);
-    second_pass = "sequential";
-  } else if (a.alone_pass && plan.slots == 0) {
-    // Nothing streams, so no call ran beside a copy: the same session again with copies of a
-    // small buffer keeping the link busy (exec/background_copies.h) gives every call's copying
-    // time. The buffer comes from the budget's room left, else that pass is skipped.
-    std::unique_ptr<BackgroundCopies> copies;
-    for (uint64_t bytes : {uint64_t{16} << 20, uint64_t{4} << 20, uint64_t{1} << 20}) {
-      Result<std::unique_ptr<BackgroundCopies>> c = BackgroundCopies::start(*backend, bytes);
-      if (c.ok()) {
-        copies = std::move(c).value();
-        break;
-      }
-    }
-    if (copies) {
-      progress->stage("timing every call beside copies");
-      Result<std::vector<StreamTimeline>> under = timed_runs(*session, a.runs, 0);
-      copies->stop();
-      const std::vector<StreamTimeline> timelines = report.check(std::move(under));
-      derive_call_times(calls, weights, nullptr, &timelines);
-      second_pass = "under copies";
-    } else {
-      std::fprintf(stderr,
-                   "ferry profile: no room in the budget for a 1 MiB copy buffer: the calls' "
-                   "times beside copies are taken as their times alone\n");
-    }
-  }
+  const std::string second_pass =
+      a.second_pass ? run_second_pass(a, m, w, so, plan, backend, session, *progress, calls)
+                    : "none";
   session.reset();
   progress.reset();
   double pipeline_ratio = 1;
@@ -246,7 +254,7 @@ void add_profile_command(CLI::App& app) {
       ->default_str(std::to_string(args->warmup));
   add_workload_options(cmd, &args->workload);
   add_session_options(cmd, &args->session);
-  cmd->add_flag("!--no-second-pass", args->alone_pass,
+  cmd->add_flag("!--no-second-pass", args->second_pass,
                 "Skip the second pass: the plan in sequential mode, timing every call with the "
                 "link idle (when the plan streams), or beside background copies (when nothing "
                 "streams); its times then come from the calls the first pass saw that way");

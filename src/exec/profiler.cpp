@@ -21,6 +21,19 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::optional<double> median_of(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  return median(std::move(v));
+}
+
+// How a span sits against the copies: a copy in under kCopyCoverMargin of it, in over 1 minus
+// that, or in between.
+enum class Cover { alone, copying, part };
+Cover cover_of(double share) {
+  if (share < kCopyCoverMargin) return Cover::alone;
+  return share > 1 - kCopyCoverMargin ? Cover::copying : Cover::part;
+}
+
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -142,19 +155,16 @@ std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timeli
       const auto kind = static_cast<size_t>(step);
       any[kind].push_back(gap);
       if (gap <= 0) continue;
-      const double cover = copy_time_within(copies, end, end + gap) / gap;
-      if (cover < kCopyCoverMargin) alone[kind].push_back(gap);
-      if (cover > 1 - kCopyCoverMargin) copying[kind].push_back(gap);
+      const Cover cover = cover_of(copy_time_within(copies, end, end + gap) / gap);
+      if (cover == Cover::alone) alone[kind].push_back(gap);
+      if (cover == Cover::copying) copying[kind].push_back(gap);
     }
   }
   std::array<StepGaps, 3> out;
-  auto med = [](std::vector<double>& v) {
-    return v.empty() ? std::nullopt : std::optional<double>(median(std::move(v)));
-  };
   for (size_t k = 0; k < out.size(); ++k) {
-    out[k].any = med(any[k]);
-    out[k].alone = med(alone[k]);
-    out[k].copying = med(copying[k]);
+    out[k].any = median_of(std::move(any[k]));
+    out[k].alone = median_of(std::move(alone[k]));
+    out[k].copying = median_of(std::move(copying[k]));
   }
   return out;
 }
@@ -167,11 +177,6 @@ struct RunSums {
   double alone = 0, copying = 0, all = 0, cover = 0;
   int64_t alone_n = 0, copying_n = 0, all_n = 0;
 };
-
-std::optional<double> median_of(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  return median(std::move(v));
-}
 
 }  // namespace
 
@@ -193,12 +198,17 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
       r.all += d;
       r.cover += cover;
       ++r.all_n;
-      if (cover < kCopyCoverMargin) {
-        r.alone += d;
-        ++r.alone_n;
-      } else if (cover > 1 - kCopyCoverMargin) {
-        r.copying += d;
-        ++r.copying_n;
+      switch (cover_of(cover)) {
+        case Cover::alone:
+          r.alone += d;
+          ++r.alone_n;
+          break;
+        case Cover::copying:
+          r.copying += d;
+          ++r.copying_n;
+          break;
+        case Cover::part:
+          break;
       }
     }
     for (size_t g = 0; g < groups; ++g) {

@@ -11,9 +11,9 @@
 //           (on the H200: decode GEMVs 12-22%, prefill GEMMs 2-5%, gathers from host memory 3x),
 //           so calls are split by how much of their span a copy ran in: under 5% gives C_EXE
 //           alone, over 95% C_EXE copying; per (group, phase) the mean over such calls, then the
-//           median over runs. A (group, phase) seen only one way gets the other through the
-//           phase's median ratio copying / alone (over the groups seen both ways; else over all
-//           phases; else 1); one seen only part-covered is solved from its mean and mean cover.
+//           median over runs. A second pass measures what the plan's own runs could not show
+//           (the plan in sequential mode: every call alone; an all-resident plan beside
+//           BackgroundCopies: every call copying); see exe_times for what fills the rest.
 //   host    launch: inferences through a decorator that times the host from one call to the next
 //           where no host step or stage boundary falls between (median over every such gap).
 //           Host steps (sampling, the Euler update): the gap they leave between two compute

@@ -1,24 +1,27 @@
 #include "plan/predictor.h"
 
 #include <algorithm>
+#include <array>
 
 namespace ferry {
 namespace {
 
 constexpr int kMaxSlots = 64;  // validate_plan's limit
+// Copies scheduled but not yet consumed: at most kMaxSlots ahead of the calls, plus the current.
+constexpr size_t kCopyRing = kMaxSlots + 1;
+using CopyRing = std::array<std::pair<double, double>, kCopyRing>;
 
 // The end of a call (or a host step) that starts at `start` and needs `alone` seconds with the
 // link idle and `copying` seconds with a copy running the whole time: it progresses at 1/alone
 // outside the copy intervals and at 1/copying inside them. `copies` from index `from` on are the
 // copy engine's scheduled intervals, in time order and disjoint.
-double compute_end(double start, double alone, double copying,
-                   const std::array<std::pair<double, double>, 65>& copies, size_t from,
+double end_of_work(double start, double alone, double copying, const CopyRing& copies, size_t from,
                    size_t to) {
   if (copying == alone) return start + alone;
   double t = start;
   double left = 1;  // the fraction of the call's work still to do
   for (size_t j = from; j < to; ++j) {
-    const auto [a, b] = copies[j % copies.size()];
+    const auto [a, b] = copies[j % kCopyRing];
     if (b <= t) continue;
     if (a > t) {  // the link idle until this copy starts
       const double done = (a - t) / alone;
@@ -47,8 +50,7 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   const int slots = std::clamp(plan.slots, 1, kMaxSlots);
   const bool sequential = plan.mode == StreamMode::sequential;
   std::array<double, kMaxSlots> slot_free{};  // compute end of each slot's last user
-  // Scheduled copies not yet consumed (at most `slots` ahead of the calls), by copy index mod 65.
-  std::array<std::pair<double, double>, 65> copies{};
+  CopyRing copies{};                          // scheduled copies by copy index mod kCopyRing
   double host_clock = 0;
   double prev_end = 0;
   double copy_free = 0;
@@ -66,7 +68,7 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
       const size_t slot = static_cast<size_t>(scheduled % slots);
       const double start = std::max(copy_free, slot_free[slot]);
       copy_free = start + s.dma_s[static_cast<size_t>(s.calls[scan].group)];
-      copies[static_cast<size_t>(scheduled % 65)] = {start, copy_free};
+      copies[static_cast<size_t>(scheduled) % kCopyRing] = {start, copy_free};
       ++scheduled;
       ++scan;
     }
@@ -88,7 +90,7 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
         copy_free = t.copy_end;
       } else {
         schedule_copies();
-        const auto [a, b] = copies[static_cast<size_t>(consumed % 65)];
+        const auto [a, b] = copies[static_cast<size_t>(consumed) % kCopyRing];
         t.copy_start = a;
         t.copy_end = b;
       }
@@ -98,7 +100,7 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
       schedule_copies();
     }
     t.compute_end = sequential ? t.compute_start + s.exe_s[i]
-                               : compute_end(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
+                               : end_of_work(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
                                              copies, overlap_from, static_cast<size_t>(scheduled));
     if (is_streamed) {
       slot_free[static_cast<size_t>(t.slot)] = t.compute_end;
@@ -111,7 +113,7 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
       if (!sequential) schedule_copies();  // this call's slot is free now
       host_clock =
           sequential ? step_start + s.host_after_s[i]
-                     : compute_end(step_start, s.host_after_s[i], s.host_after_copying_s[i], copies,
+                     : end_of_work(step_start, s.host_after_s[i], s.host_after_copying_s[i], copies,
                                    static_cast<size_t>(consumed), static_cast<size_t>(scheduled));
       t.finished = host_clock;
     }

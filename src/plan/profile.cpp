@@ -118,6 +118,37 @@ Result<ProfileWorkload> read_workload(const json& j) {
   return w;
 }
 
+// A group's seconds per phase (`key`: "exe_s" or "exe_copying_s"); with `only`, no phase that
+// `only` lacks.
+using PhaseTimes = std::array<std::optional<double>, kPhaseCount>;
+Result<PhaseTimes> read_phase_times(const json& j, const std::string& at, const char* key,
+                                    const PhaseTimes* only) {
+  const std::string where = at + ": " + key;
+  FERRY_RETURN_IF_ERROR(check_keys(j, where, {}, {"vision", "prefill", "decode", "expert"}));
+  PhaseTimes out;
+  for (Phase p : kPhases) {
+    const char* name = phase_name(p);
+    if (!j.contains(name)) continue;
+    if (only != nullptr && !(*only)[phase_index(p)]) {
+      return bad(where + "." + name + " without exe_s." + name);
+    }
+    FERRY_ASSIGN_OR_RETURN(double t,
+                           read_number(j[name], where + "." + name, 0, kMaxProfileSeconds));
+    out[phase_index(p)] = t;
+  }
+  return out;
+}
+
+// The phases `times` has (where `only` has them too, if given) as a JSON object.
+ojson phase_times_json(const PhaseTimes& times, const PhaseTimes* only) {
+  ojson out = ojson::object();
+  for (Phase ph : kPhases) {
+    const size_t k = phase_index(ph);
+    if (times[k] && (only == nullptr || (*only)[k])) out[phase_name(ph)] = *times[k];
+  }
+  return out;
+}
+
 Result<GroupProfile> read_group(const json& j, size_t index) {
   const std::string where = "groups[" + std::to_string(index) + "]";
   FERRY_RETURN_IF_ERROR(
@@ -129,30 +160,10 @@ Result<GroupProfile> read_group(const json& j, size_t index) {
       int64_t bytes, read_count(j["bytes"], at + ": bytes", static_cast<int64_t>(kMaxGroupBytes)));
   g.bytes = static_cast<uint64_t>(bytes);
   FERRY_ASSIGN_OR_RETURN(g.dma_s, read_number(j["dma_s"], at + ": dma_s", 0, kMaxProfileSeconds));
-  const json& exe = j["exe_s"];
-  FERRY_RETURN_IF_ERROR(
-      check_keys(exe, at + ": exe_s", {}, {"vision", "prefill", "decode", "expert"}));
-  for (Phase p : kPhases) {
-    const char* key = phase_name(p);
-    if (!exe.contains(key)) continue;
-    FERRY_ASSIGN_OR_RETURN(double t,
-                           read_number(exe[key], at + ": exe_s." + key, 0, kMaxProfileSeconds));
-    g.exe_s[phase_index(p)] = t;
-  }
+  FERRY_ASSIGN_OR_RETURN(g.exe_s, read_phase_times(j["exe_s"], at, "exe_s", nullptr));
   if (j.contains("exe_copying_s")) {
-    const json& copying = j["exe_copying_s"];
-    FERRY_RETURN_IF_ERROR(
-        check_keys(copying, at + ": exe_copying_s", {}, {"vision", "prefill", "decode", "expert"}));
-    for (Phase p : kPhases) {
-      const char* key = phase_name(p);
-      if (!copying.contains(key)) continue;
-      if (!g.exe_s[phase_index(p)]) {
-        return bad(at + ": exe_copying_s." + key + " without exe_s." + key);
-      }
-      FERRY_ASSIGN_OR_RETURN(double t, read_number(copying[key], at + ": exe_copying_s." + key, 0,
-                                                   kMaxProfileSeconds));
-      g.exe_copying_s[phase_index(p)] = t;
-    }
+    FERRY_ASSIGN_OR_RETURN(g.exe_copying_s,
+                           read_phase_times(j["exe_copying_s"], at, "exe_copying_s", &g.exe_s));
   }
   return g;
 }
@@ -186,16 +197,8 @@ std::string profile_to_json(const Profile& p) {
     e["name"] = g.name;
     e["bytes"] = g.bytes;
     e["dma_s"] = g.dma_s;
-    ojson exe = ojson::object();
-    for (Phase ph : kPhases) {
-      if (g.exe_s[phase_index(ph)]) exe[phase_name(ph)] = *g.exe_s[phase_index(ph)];
-    }
-    e["exe_s"] = std::move(exe);
-    ojson copying = ojson::object();
-    for (Phase ph : kPhases) {
-      const size_t k = phase_index(ph);
-      if (g.exe_s[k] && g.exe_copying_s[k]) copying[phase_name(ph)] = *g.exe_copying_s[k];
-    }
+    e["exe_s"] = phase_times_json(g.exe_s, nullptr);
+    ojson copying = phase_times_json(g.exe_copying_s, &g.exe_s);
     if (!copying.empty()) e["exe_copying_s"] = std::move(copying);
     groups.push_back(std::move(e));
   }

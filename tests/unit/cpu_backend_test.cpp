@@ -10,8 +10,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_ops.h"
-#include "core/thread_pool.h"
 #include "core/bf16.h"
+#include "core/thread_pool.h"
 
 namespace ferry {
 namespace {
