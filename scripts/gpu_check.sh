@@ -598,6 +598,31 @@ stage_session5e() {
   done
 }
 
+# Session 6, first call: the lent cache (streamed groups kept in the idle activation region
+# after prefill). The CUDA unit tests; a fresh profile; outputs at 15/8/2.5 GiB against the
+# all-resident run with outside peaks; 15 and 8 GiB benched with and without the cache; the
+# measured sweep; the start with other registration pieces.
+stage_session6a() {
+  local m="$models/alpamayo-r1-10b" v c
+  step cuda_tests 200 "$build/tests/ferry_cuda_tests" --gtest_brief=1
+  planned_profile alpamayo-r1-10b ar1
+  step run_resident_ar1 200 "$build/ferry" run --model "$m" --json --quiet
+  for v in 15GiB 8GiB 2.5GiB; do
+    step "run_lent_ar1_$v" 200 watched "run_lent_ar1_$v" "$build/ferry" run --model "$m" --json \
+      --quiet --vram "$v" --profile "$LOGS/ar1.profile.json"
+    step "same_lent_ar1_$v" 10 same_as "$LOGS/run_resident_ar1.log" "$LOGS/run_lent_ar1_$v.log"
+  done
+  for v in 15GiB 8GiB; do
+    for c in lent nolent; do
+      step "bench_${c}_ar1_$v" 200 watched "bench_${c}_ar1_$v" "$build/ferry" bench --model "$m" \
+        --runs 3 --warmup 1 --json --quiet --vram "$v" --profile "$LOGS/ar1.profile.json" \
+        $([ "$c" = nolent ] && echo --no-lent-cache)
+    done
+  done
+  measured_sweep_ar1
+  stage_start_pieces
+}
+
 # The start in a short device budget and its table.
 start_quick_table() {
   stage_start_quick

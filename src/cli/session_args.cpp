@@ -1,5 +1,6 @@
 #include "cli/session_args.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -81,6 +82,9 @@ void add_session_options(CLI::App* cmd, SessionArgs* a) {
   cmd->add_option("--resident-count", a->resident_count,
                   "K text layers resident at the paper's interleaved positions (Eq. 8), plus the "
                   "groups that are not layers");
+  cmd->add_flag("--no-lent-cache", a->no_lent_cache,
+                "The planner keeps no streamed group in the runner's activations while they idle "
+                "after prefill (the lent cache; on by default)");
   cmd->add_option("--map", a->mapped,
                   "These groups read in place from the registered host mapping by their kernels "
                   "(the map path: no device copy, no slot), on top of the plan; names as for "
@@ -165,6 +169,7 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
     FERRY_ASSIGN_OR_RETURN(Plan p, plan_from_json(text, weights));
     o.plan.plan = std::move(p);
   }
+  o.plan.lent_cache = !a.no_lent_cache;
   if (!a.mapped.empty()) {
     FERRY_ASSIGN_OR_RETURN(o.plan.mapped, group_names("--map", a.mapped));
   }
@@ -218,6 +223,28 @@ void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,
   for (const auto& [placement, names] : runs_of(plan, weights)) {
     std::fprintf(out, "  %-9s %s\n", placement_name(placement), names.c_str());
   }
+  if (!plan.cached.empty()) {
+    uint64_t bytes = 0, need = 0;
+    for (const CacheEntry& e : plan.cached) {
+      const uint64_t b = weights.groups[static_cast<size_t>(e.group)].bytes;
+      bytes += b;
+      need = std::max(need, e.offset + b);
+    }
+    std::fprintf(out,
+                 "lent cache %zu streamed groups (%s) kept after prefill in %s of the runner's "
+                 "idle activations:\n",
+                 plan.cached.size(), binary_bytes(bytes).c_str(), binary_bytes(need).c_str());
+    std::string line = " ";
+    for (const CacheEntry& e : plan.cached) {
+      const std::string& name = weights.groups[static_cast<size_t>(e.group)].name;
+      if (line.size() + name.size() > 96) {
+        std::fprintf(out, "%s\n", line.c_str());
+        line = " ";
+      }
+      line += " " + name;
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+  }
   std::fprintf(
       out, "memory     %s%s\n", memory.summary().c_str(),
       memory.budget > 0 ? (" of a " + binary_bytes(memory.budget) + " budget").c_str() : "");
@@ -242,6 +269,12 @@ nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& w
   j["resident"] = resident;
   j["streamed"] = streamed;
   j["host"] = host;
+  auto cached = nlohmann::ordered_json::array();
+  for (const CacheEntry& e : plan.cached) {
+    cached.push_back(
+        {{"name", weights.groups[static_cast<size_t>(e.group)].name}, {"lent_offset", e.offset}});
+  }
+  j["lent_cache"] = std::move(cached);
   nlohmann::ordered_json m;
   for (const auto& [name, bytes] : memory.items) m[name] = bytes;
   m["total"] = memory.total();

@@ -87,6 +87,8 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   times.slots_s = std::max(0.0, provider_s - times.upload_s - times.register_wait_s);
   FERRY_ASSIGN_OR_RETURN(s->runner_,
                          create_runner(backend, config, weights, workload, options.inference));
+  const ModelRunner::LentRegion lent = s->runner_->lent_region();
+  FERRY_RETURN_IF_ERROR(s->provider_->lend(lent.data, lent.bytes));
   times.runner_s = lap(last);
   // The resident groups were copied out of the mapping: a file rewritten in place meanwhile
   // faults nowhere (and the copy engine reads registered pages without faulting at all).

@@ -7,20 +7,25 @@
 #include "core/units.h"
 #include "exec/measuring_backend.h"
 #include "model/cost.h"
+#include "plan/lent_cache.h"
 
 namespace ferry {
 
 namespace {
 
 // Device bytes of the model runner's own buffers, by purpose, from a measure pass.
-Result<std::vector<std::pair<std::string, uint64_t>>> measure_runner(
-    Backend& backend, const ModelConfig& config, const ModelWeights& weights,
-    const Workload& workload, const InferenceOptions& options) {
+struct RunnerBytes {
+  std::vector<std::pair<std::string, uint64_t>> by_purpose;
+  uint64_t lent = 0;
+};
+
+Result<RunnerBytes> measure_runner(Backend& backend, const ModelConfig& config,
+                                   const ModelWeights& weights, const Workload& workload,
+                                   const InferenceOptions& options) {
   MeasuringBackend measure(backend.compute_stream_bytes());
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
                          create_runner(measure, config, weights, workload, options));
-  const MemoryLedger l = measure.ledger();
-  return l.by_purpose;
+  return RunnerBytes{measure.ledger().by_purpose, runner->lent_region().bytes};
 }
 
 // --resident-count K: K text layers at Eq. 8's positions and every group that is not a layer
@@ -218,8 +223,10 @@ Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& co
                                          const SessionOptions& options, uint64_t runtime_bytes,
                                          bool in_place) {
   PlanningContext ctx;
-  FERRY_ASSIGN_OR_RETURN(ctx.runner,
+  FERRY_ASSIGN_OR_RETURN(RunnerBytes runner,
                          measure_runner(backend, config, weights, workload, options.inference));
+  ctx.runner = std::move(runner.by_purpose);
+  ctx.lent_bytes = runner.lent;
   ctx.runtime_bytes = runtime_bytes;
   ctx.stream_bytes = backend.compute_stream_bytes();
   ctx.in_place = in_place;
@@ -240,6 +247,7 @@ Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& co
   // Where kernels cannot read the host tier, every group is resident or streamed.
   if (!in_place) ctx.schedule.host_allowed.assign(ctx.schedule.group_count(), false);
   ctx.planner = planner_options(options.plan);
+  if (options.plan.lent_cache) ctx.planner.lent_bytes = ctx.lent_bytes;
   return ctx;
 }
 
@@ -252,7 +260,8 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
     return make_error(ErrorCode::invalid_argument,
                       "give one of a plan file, --resident and --resident-count");
   }
-  const PlannerOptions planner = planner_options(req);
+  PlannerOptions planner = planner_options(req);
+  if (req.lent_cache) planner.lent_bytes = ctx.lent_bytes;
   SessionPlan sp;
   sp.vram = vram;
   sp.profile_source = ctx.profile.source;
@@ -262,6 +271,7 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
     sp.plan = *req.plan;
     sp.origin = "plan file";
     FERRY_RETURN_IF_ERROR(validate_plan(sp.plan, weights));
+    FERRY_RETURN_IF_ERROR(check_lent_cache(sp.plan, ctx.calls, ctx.schedule.bytes, ctx.lent_bytes));
     if (!ctx.in_place && host_bytes(sp.plan, weights) > 0) {
       return make_error(ErrorCode::unsupported,
                         "the plan keeps a group on the host, but kernels cannot read the host tier "
@@ -311,7 +321,8 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
   FERRY_ASSIGN_OR_RETURN(sp.prediction, predict(weights, ctx.schedule, sp.plan));
   const uint64_t weight_room =
       vram ? *vram - std::min(*vram, fixed) : std::max(weights.total_bytes(), uint64_t{1});
-  Result<LowerBound> bound = latency_lower_bound(ctx.schedule, weight_room, true);
+  Result<LowerBound> bound =
+      latency_lower_bound(ctx.schedule, weight_room, true, planner.lent_bytes);
   if (bound.ok()) sp.bound = *bound;
   return sp;
 }

@@ -58,6 +58,9 @@ struct PlanRequest {
   // of whichever plan the rest chose. Needs a tier kernels can read and, for groups of more than
   // one tensor, a packed checkpoint (each group's file range is its layout).
   std::vector<std::string> mapped;
+  // The planner may keep streamed groups in the runner's region while it is idle after prefill
+  // (plan/lent_cache.h); false: --no-lent-cache.
+  bool lent_cache = true;
 };
 
 struct SessionOptions {
@@ -116,8 +119,9 @@ MachineRates measured_machine_rates(const Backend& backend, const MachineLimits&
 // any number of budgets (the sweeps).
 struct PlanningContext {
   std::vector<std::pair<std::string, uint64_t>> runner;  // the runner's buffers, by purpose
-  uint64_t runtime_bytes = 0;     // the backend's own share (context, libraries) and its margin
-  uint64_t stream_bytes = 0;      // the compute stream's workspaces
+  uint64_t lent_bytes = 0;     // of those, the region the runner lends after prefill (lent_region)
+  uint64_t runtime_bytes = 0;  // the backend's own share (context, libraries) and its margin
+  uint64_t stream_bytes = 0;   // the compute stream's workspaces
   uint64_t host_page_tables = 0;  // host_page_table_bytes of the registered tier (a GPU's only)
   bool in_place = true;           // kernels can read the host tier in place (embedding on the host)
   std::vector<Call> calls;

@@ -70,6 +70,10 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     p->slots_.push_back(std::move(slot));
   }
   p->tickets_.assign(p->slots_.size(), 0);
+  for (size_t e = 0; e < plan.cached.size(); ++e) {
+    p->entry_dma_done_.push_back(backend.create_event());
+  }
+  p->entry_tickets_.assign(plan.cached.size(), 0);
   if (plan.slots > 0 && plan.mode == StreamMode::pipelined) {
     p->copy_stream_ = backend.create_copy_stream();
   }
@@ -140,31 +144,68 @@ Status StreamingProvider::measure_host_rate(Stream& stream) {
   return {};
 }
 
+Status StreamingProvider::lend(void* data, uint64_t bytes) {
+  std::vector<uint64_t> group_bytes;
+  for (const WeightGroup& g : weights_.groups) group_bytes.push_back(g.bytes);
+  const uint64_t need = lent_bytes_needed(plan_, group_bytes);
+  if (need > bytes || (need > 0 && data == nullptr)) {
+    return make_error(ErrorCode::invalid_argument,
+                      "streaming: the plan's lent cache needs " + std::to_string(need) +
+                          " bytes of the runner's idle region; " + std::to_string(bytes) +
+                          " are lent (a plan made for another workload?)");
+  }
+  lent_ = static_cast<char*>(data);
+  lent_bytes_ = bytes;
+  return {};
+}
+
 Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
   calls_.assign(calls.begin(), calls.end());
-  streamed_.clear();
-  for (size_t i = 0; i < calls_.size(); ++i) {
-    const int g = calls_[i].group;
-    if (g < 0 || static_cast<size_t>(g) >= weights_.groups.size()) {
-      return make_error(ErrorCode::internal,
-                        "streaming: call " + std::to_string(i) + " names no group");
-    }
-    if (plan_.placement[static_cast<size_t>(g)] == Placement::streamed) streamed_.push_back(i);
+  std::vector<uint64_t> group_bytes;
+  for (const WeightGroup& g : weights_.groups) group_bytes.push_back(g.bytes);
+  Result<CopyOrder> order = copy_order(plan_, calls_, group_bytes);
+  if (!order.ok()) {
+    return make_error(ErrorCode::internal, "streaming: " + order.error().message);
   }
+  order_ = std::move(*order);
+  if (lent_bytes_needed(plan_, group_bytes) > lent_bytes_) {
+    return make_error(ErrorCode::internal,
+                      "streaming: the plan caches groups in the runner's idle region, and none "
+                      "(or too little) was lent");
+  }
+  // An event after each call a fill waits for (made once, reused by every inference).
+  after_event_.assign(calls_.size(), -1);
+  size_t events = 0;
+  for (const CopyItem& item : order_.items) {
+    if (item.entry < 0 || item.after < 0) continue;
+    int32_t& e = after_event_[static_cast<size_t>(item.after)];
+    if (e >= 0) continue;
+    e = static_cast<int32_t>(events++);
+    if (after_events_.size() < events) after_events_.push_back(backend_.create_event());
+  }
+  entry_filled_.assign(plan_.cached.size(), false);
   next_call_ = 0;
-  next_streamed_ = 0;
   issued_ = 0;
   // A run that ended early may have left jobs queued: let them finish (their errors belong to it).
   if (bounce_ != nullptr) bounce_->drain();
   timeline_recorded_ = timeline_on_;
   if (timeline_recorded_) FERRY_RETURN_IF_ERROR(prepare_timeline(stream));
-  // The ring starts full: the first `slots` streamed calls are copied at once.
-  if (plan_.mode == StreamMode::pipelined) {
-    while (issued_ < streamed_.size() && issued_ < slots_.size()) {
-      FERRY_RETURN_IF_ERROR(issue_copy(issued_++, stream));
-    }
+  // The ring starts full: the first `slots` ring copies (and fills that wait for nothing) at once.
+  if (plan_.mode == StreamMode::pipelined) FERRY_RETURN_IF_ERROR(issue_ready(stream));
+  return {};
+}
+
+Status StreamingProvider::issue_ready(Stream& compute) {
+  while (issued_ < order_.items.size() &&
+         order_.items[issued_].after < static_cast<int64_t>(next_call_)) {
+    FERRY_RETURN_IF_ERROR(issue_copy(issued_++, compute));
   }
   return {};
+}
+
+void* StreamingProvider::destination(const CopyItem& item) const {
+  if (item.entry >= 0) return lent_ + plan_.cached[static_cast<size_t>(item.entry)].offset;
+  return slots_[static_cast<size_t>(item.slot)].buffer.data();
 }
 
 Status StreamingProvider::prepare_timeline(Stream& stream) {
@@ -173,8 +214,8 @@ Status StreamingProvider::prepare_timeline(Stream& stream) {
   };
   fill(timeline_.compute_start, calls_.size());
   fill(timeline_.compute_end, calls_.size());
-  fill(timeline_.copy_start, streamed_.size());
-  fill(timeline_.copy_end, streamed_.size());
+  fill(timeline_.copy_start, order_.items.size());
+  fill(timeline_.copy_end, order_.items.size());
   if (!timeline_.origin) timeline_.origin = backend_.create_timing_event();
   backend_.record(*timeline_.origin, stream);
   // Nothing on the copy stream may start before the origin: every span is then measured from it.
@@ -194,7 +235,7 @@ Result<StreamTimeline> StreamingProvider::timeline() const {
                       "ring's worker thread)");
   }
   if (!timeline_recorded_ || !timeline_.origin || timeline_.compute_start.size() < calls_.size() ||
-      timeline_.copy_start.size() < streamed_.size()) {
+      timeline_.copy_start.size() < order_.items.size()) {
     return make_error(ErrorCode::invalid_argument,
                       "streaming: no timeline was recorded (set_timeline before the run)");
   }
@@ -218,11 +259,12 @@ Result<StreamTimeline> StreamingProvider::timeline() const {
     FERRY_ASSIGN_OR_RETURN(Span sp, span(*timeline_.compute_start[i], *timeline_.compute_end[i]));
     t.compute.push_back(sp);
   }
-  for (size_t k = 0; k < streamed_.size(); ++k) {
+  for (size_t k = 0; k < order_.items.size(); ++k) {
+    const size_t c = order_.items[k].call;
     FERRY_ASSIGN_OR_RETURN(Span sp, span(*timeline_.copy_start[k], *timeline_.copy_end[k]));
     t.copies.push_back(sp);
-    t.copy_of[streamed_[k]] = static_cast<int64_t>(k);
-    t.copy_bytes.push_back(weights_.groups[static_cast<size_t>(calls_[streamed_[k]].group)].bytes);
+    t.copy_of[c] = static_cast<int64_t>(k);
+    t.copy_bytes.push_back(weights_.groups[static_cast<size_t>(calls_[c].group)].bytes);
   }
   return t;
 }
@@ -244,38 +286,49 @@ void StreamingProvider::count_copy(const Call& call) {
 }
 
 Status StreamingProvider::issue_copy(size_t k, Stream& compute) {
-  Slot& slot = slots_[k % slots_.size()];
-  const Call& call = calls_[streamed_[k]];
+  const CopyItem& item = order_.items[k];
+  const Call& call = calls_[item.call];
   const auto g = static_cast<size_t>(call.group);
+  void* dst = destination(item);
+  const bool fill = item.entry >= 0;
+  const auto entry = static_cast<size_t>(item.entry);
+  const uint64_t bytes = fill ? weights_.groups[g].bytes : slots_[item.slot].buffer.bytes();
   count_copy(call);
   if (plan_.mode == StreamMode::sequential) {
     mark(timeline_.copy_start, k, compute);
-    FERRY_RETURN_IF_ERROR(copy_group(compute, g, slot.buffer.data()));
+    FERRY_RETURN_IF_ERROR(copy_group(compute, g, dst));
     mark(timeline_.copy_end, k, compute);
     return {};
   }
   Stream& copy = *copy_stream_;
+  // What must be done with the destination first: the slot's previous user (for the first
+  // `slots` copies of an inference, the event's last record is from the previous inference,
+  // which has finished), or the call the fill waits for.
+  Event* after = nullptr;
+  if (!fill) {
+    after = slots_[item.slot].compute_done.get();
+  } else if (item.after >= 0) {
+    after = after_events_[static_cast<size_t>(after_event_[static_cast<size_t>(item.after)])].get();
+  }
+  Event* done = fill ? entry_dma_done_[entry].get() : slots_[item.slot].dma_done.get();
   if (bounce_ != nullptr) {
     BounceRing::Job job;
     job.stream = &copy;
-    job.after = slot.compute_done.get();
-    job.done = slot.dma_done.get();
-    job.dst = slot.buffer.data();
+    job.after = after;
+    job.done = done;
+    job.dst = dst;
     job.copies = copies_[g];
-    job.poison_bytes = options_.poison_slots ? slot.buffer.bytes() : 0;
-    tickets_[k % slots_.size()] = bounce_->submit(job);
+    job.poison_bytes = options_.poison_slots ? bytes : 0;
+    const uint64_t ticket = bounce_->submit(job);
+    (fill ? entry_tickets_[entry] : tickets_[static_cast<size_t>(item.slot)]) = ticket;
     return {};
   }
-  // The slot's previous user must be done with it (for the first `slots` copies of an inference,
-  // the event's last record is from the previous inference, which has finished).
-  backend_.wait(copy, *slot.compute_done);
-  if (options_.poison_slots) {
-    backend_.fill_byte(copy, slot.buffer.data(), 0xff, slot.buffer.bytes());
-  }
+  if (after != nullptr) backend_.wait(copy, *after);
+  if (options_.poison_slots) backend_.fill_byte(copy, dst, 0xff, bytes);
   mark(timeline_.copy_start, k, copy);
-  FERRY_RETURN_IF_ERROR(copy_group(copy, g, slot.buffer.data()));
+  FERRY_RETURN_IF_ERROR(copy_group(copy, g, dst));
   mark(timeline_.copy_end, k, copy);
-  backend_.record(*slot.dma_done, copy);
+  backend_.record(*done, copy);
   return {};
 }
 
@@ -286,40 +339,60 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
                           std::to_string(next_call_) + ")");
   }
   const auto g = static_cast<size_t>(call.group);
-  if (plan_.placement[g] != Placement::streamed) {
+  const CopyKind kind = order_.kind[next_call_];
+  if (kind == CopyKind::none) {
     mark(timeline_.compute_start, next_call_, stream);
     return base_[g];
   }
-  const size_t k = next_streamed_;
-  Slot& slot = slots_[k % slots_.size()];
+  if (kind == CopyKind::hit) {
+    const auto e = static_cast<size_t>(
+        std::find_if(plan_.cached.begin(), plan_.cached.end(),
+                     [&](const CacheEntry& c) { return c.group == call.group; }) -
+        plan_.cached.begin());
+    if (e >= plan_.cached.size() || !entry_filled_[e]) {
+      return make_error(ErrorCode::internal, "streaming: " + weights_.groups[g].name +
+                                                 " is read from the lent cache before its fill");
+    }
+    ++stats_.lent_hits;
+    mark(timeline_.compute_start, next_call_, stream);
+    return lent_ + plan_.cached[e].offset;
+  }
+  const auto k = static_cast<size_t>(order_.item[next_call_]);
+  const CopyItem& item = order_.items[k];
+  const bool fill = item.entry >= 0;
   if (plan_.mode == StreamMode::sequential) {
     FERRY_RETURN_IF_ERROR(issue_copy(k, stream));
   } else if (!options_.skip_dma_wait_for_tests) {
     // Bounce path: the job's DMA-done record must exist before the wait that orders after it.
     if (bounce_ != nullptr && !options_.skip_bounce_wait_for_tests) {
-      FERRY_RETURN_IF_ERROR(bounce_->wait_enqueued(tickets_[k % slots_.size()]));
+      FERRY_RETURN_IF_ERROR(
+          bounce_->wait_enqueued(fill ? entry_tickets_[static_cast<size_t>(item.entry)]
+                                      : tickets_[static_cast<size_t>(item.slot)]));
     }
-    backend_.wait(stream, *slot.dma_done);
+    backend_.wait(stream, fill ? *entry_dma_done_[static_cast<size_t>(item.entry)]
+                               : *slots_[static_cast<size_t>(item.slot)].dma_done);
   }
+  if (fill) entry_filled_[static_cast<size_t>(item.entry)] = true;
   mark(timeline_.compute_start, next_call_, stream);
-  return slot.buffer.data();
+  return destination(item);
 }
 
 Status StreamingProvider::release(Stream& stream, const Call& call) {
-  const auto g = static_cast<size_t>(call.group);
+  (void)call;
   mark(timeline_.compute_end, next_call_, stream);
-  ++next_call_;
-  if (plan_.placement[g] != Placement::streamed) return {};
-  const size_t k = next_streamed_++;
+  const size_t i = next_call_++;
   if (plan_.mode == StreamMode::sequential) return {};
-  backend_.record(*slots_[k % slots_.size()].compute_done, stream);
-  // The slot is free once this call's compute is done: its next user's copy can be enqueued.
-  const size_t next = k + slots_.size();
-  if (next < streamed_.size() && issued_ == next) {
-    ++issued_;
-    return issue_copy(next, stream);
+  const int32_t k = order_.item[i];
+  if (k >= 0 && order_.items[static_cast<size_t>(k)].slot >= 0) {
+    backend_.record(
+        *slots_[static_cast<size_t>(order_.items[static_cast<size_t>(k)].slot)].compute_done,
+        stream);
   }
-  return {};
+  if (after_event_[i] >= 0) {
+    backend_.record(*after_events_[static_cast<size_t>(after_event_[i])], stream);
+  }
+  // Copies waiting for this call can be enqueued now.
+  return issue_ready(stream);
 }
 
 Status StreamingProvider::skip_to(Stream& stream, size_t next) {
@@ -328,19 +401,21 @@ Status StreamingProvider::skip_to(Stream& stream, size_t next) {
                                                std::to_string(next_call_) + " to " +
                                                std::to_string(next));
   }
-  // Streamed calls before `next`: the next one to run is streamed_[m].
-  const auto m = static_cast<size_t>(std::lower_bound(streamed_.begin(), streamed_.end(), next) -
-                                     streamed_.begin());
-  next_call_ = next;
-  next_streamed_ = m;
-  if (plan_.mode == StreamMode::sequential) return {};
-  // A slot's next copy waits for the compute-done event of the last call that computed in it;
-  // skipped calls computed nothing, so that event is still the right one to wait for.
-  issued_ = std::max(issued_, m);
-  while (issued_ < streamed_.size() && issued_ < m + slots_.size()) {
-    FERRY_RETURN_IF_ERROR(issue_copy(issued_++, stream));
+  if (plan_.mode == StreamMode::pipelined) {
+    // A fill waiting for a skipped call orders after everything enqueued so far instead.
+    for (size_t i = next_call_; i < next; ++i) {
+      if (after_event_[i] >= 0) {
+        backend_.record(*after_events_[static_cast<size_t>(after_event_[i])], stream);
+      }
+    }
   }
-  return {};
+  next_call_ = next;
+  if (plan_.mode == StreamMode::sequential) return {};
+  // Copies of skipped calls are not made. A slot's next copy waits for the compute-done event of
+  // the last call that computed in it; skipped calls computed nothing, so that event is still the
+  // right one to wait for.
+  while (issued_ < order_.items.size() && order_.items[issued_].call < next) ++issued_;
+  return issue_ready(stream);
 }
 
 }  // namespace ferry

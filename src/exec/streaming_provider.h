@@ -2,12 +2,18 @@
 // arena; streamed groups are copied from the host tier into a ring of flat slots ahead of the
 // calls that use them; host groups are read in place by their kernels. Decides nothing itself.
 //
+// Which call copies where, and after what, is the plan's CopyOrder (plan/lent_cache.h), the one
+// the predictor reads: ring copies into slots, and lent-cache fills into the region the runner
+// lends (lend()) once its activations are idle; a lent-cache hit copies nothing.
+//
 // Pipelined mode: a copy stream beside the compute stream, and per slot a DMA-done and a
 // compute-done event. The copy of streamed call u_k waits for the compute-done event of
 // u_{k-slots} (the slot's previous user), and the compute of u_k waits for its DMA-done event.
-// Copies are enqueued as soon as their slot's previous user has been enqueued, never later, so
-// they run ahead across stage and step boundaries; nothing in acquire/release allocates memory
-// or waits on the host.
+// A fill waits for an event recorded after the compute of its `after` call (the region's last
+// user, or the last reader of an earlier entry it overwrites), and its call for the entry's
+// DMA-done event. Copies are enqueued in order, each as soon as the call it waits for has been
+// enqueued, never later, so they run ahead across stage and step boundaries; nothing in
+// acquire/release allocates memory or waits on the host.
 //
 // Sequential mode: one slot, each copy enqueued on the compute stream right before its call, so
 // copy and compute never overlap (the paper's sequential demand layering).
@@ -36,6 +42,7 @@
 #include "exec/runner.h"
 #include "exec/stream_timeline.h"
 #include "model/weights.h"
+#include "plan/lent_cache.h"
 #include "plan/plan.h"
 
 namespace ferry {
@@ -57,7 +64,8 @@ struct StreamingOptions {
 struct StreamingStats {
   uint64_t bytes_copied = 0;  // host -> device bytes of streamed groups, over all inferences
   std::array<uint64_t, 4> bytes_by_phase{};  // the same, by the phase of the call served
-  int64_t group_copies = 0;                  // streamed calls served
+  int64_t group_copies = 0;                  // streamed calls served by a copy
+  int64_t lent_hits = 0;                     // streamed calls served by the lent cache
   int64_t copy_calls = 0;                    // backend copies issued (a group may need a few)
   uint64_t resident_bytes = 0;
   // The resident load: the first copy enqueued to the last completed (create()), waits for the
@@ -88,6 +96,10 @@ class StreamingProvider final : public GroupProvider {
 
   ~StreamingProvider() override;
 
+  // The runner's region that is idle after prefill (ModelRunner::lent_region): the plan's lent
+  // cache lives there. An error when the plan's entries need more than `bytes`.
+  Status lend(void* data, uint64_t bytes);
+
   Status begin(Stream& stream, std::span<const Call> calls) override;
   Result<void*> acquire(Stream& stream, const Call& call) override;
   Status release(Stream& stream, const Call& call) override;
@@ -116,9 +128,13 @@ class StreamingProvider final : public GroupProvider {
     std::unique_ptr<Event> compute_done;
   };
 
-  // Enqueues the copy of streamed call `k` into its slot (pipelined: on the copy stream, after
-  // the slot's previous user; sequential: on `compute`). Bounce path, pipelined: submits it.
+  // Enqueues copy `k` of the order (pipelined: on the copy stream, after the call it waits for;
+  // sequential: on `compute`). Bounce path, pipelined: submits it.
   Status issue_copy(size_t k, Stream& compute);
+  // Pipelined: enqueues, in order, every copy whose `after` call has been enqueued.
+  Status issue_ready(Stream& compute);
+  // Where copy `k` lands, and the events it records and waits for.
+  void* destination(const CopyItem& item) const;
   // The copies of group `g` into `dst` on `on`, through the path in use (bounce: on the calling
   // thread).
   Status copy_group(Stream& on, size_t g, void* dst);
@@ -138,7 +154,18 @@ class StreamingProvider final : public GroupProvider {
   std::vector<std::vector<HostCopy>> copies_;  // per streamed group
   std::vector<Slot> slots_;
   std::unique_ptr<Stream> copy_stream_;
-  // Timeline events: per call (compute start, end), per streamed call (copy start, end).
+  // The lent cache: the region, and per entry its DMA-done event, its bounce ticket and whether
+  // this inference has filled it.
+  char* lent_ = nullptr;
+  uint64_t lent_bytes_ = 0;
+  std::vector<std::unique_ptr<Event>> entry_dma_done_;
+  std::vector<uint64_t> entry_tickets_;
+  std::vector<bool> entry_filled_;
+  // Events recorded after the compute of the calls fills wait for: after_event_[call] indexes
+  // after_events_ (-1: none).
+  std::vector<int32_t> after_event_;
+  std::vector<std::unique_ptr<Event>> after_events_;
+  // Timeline events: per call (compute start, end), per copy (copy start, end).
   struct TimelineEvents {
     std::unique_ptr<Event> origin;
     std::vector<std::unique_ptr<Event>> compute_start, compute_end, copy_start, copy_end;
@@ -150,12 +177,11 @@ class StreamingProvider final : public GroupProvider {
   TimelineEvents timeline_;
   BounceRing* bounce_ = nullptr;   // the tier's, on the bounce path
   std::vector<uint64_t> tickets_;  // per slot: the bounce job of its latest copy
-  // The call sequence being executed and where execution stands in it.
+  // The call sequence being executed, its copies, and where execution stands in it.
   std::vector<Call> calls_;
-  std::vector<size_t> streamed_;  // indices into calls_ of the streamed calls, in order
-  size_t next_call_ = 0;          // the call acquire expects next
-  size_t next_streamed_ = 0;      // index into streamed_ of the next streamed call to run
-  size_t issued_ = 0;             // streamed calls whose copy has been enqueued
+  CopyOrder order_;
+  size_t next_call_ = 0;  // the call acquire expects next
+  size_t issued_ = 0;     // copies enqueued (index into order_.items)
   StreamingStats stats_;
 };
 

@@ -179,6 +179,12 @@ class VisionLanguageRunner final : public ModelRunner {
   const std::vector<Call>& calls() const override { return calls_; }
   Status set_inputs(ModelInputs inputs) override;
   Result<InferenceResult> run(Stream& stream, GroupProvider& provider, GraphCache* graphs) override;
+  // The shared region: the vision tower is done before prefill, and decode steps of one token
+  // do not touch the text decoder's large activations.
+  LentRegion lent_region() const override {
+    if (!text_ || text_->decoder().idle_after_prefill().bytes == 0) return {};
+    return {shared_.data(), shared_.bytes()};
+  }
 
  private:
   // The vision outputs, injected at the prompt's image rows.

@@ -70,6 +70,14 @@ class ModelRunner {
   // null) keeps recorded calls across runs.
   virtual Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
                                       GraphCache* graphs) = 0;
+
+  // Device memory the runner does not touch from the first call after its last vision or prefill
+  // call to the end of each run (plan/lent_cache.h): the provider may keep weights there.
+  struct LentRegion {
+    void* data = nullptr;
+    uint64_t bytes = 0;
+  };
+  virtual LentRegion lent_region() const { return {}; }
 };
 
 // The runner for the config's architecture. `weights` must outlive it.

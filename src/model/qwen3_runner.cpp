@@ -61,6 +61,11 @@ class Qwen3Runner final : public ModelRunner {
     return r;
   }
 
+  LentRegion lent_region() const override {
+    const TextDecoder::LentBytes idle = gen_.decoder().idle_after_prefill();
+    return {idle.data, idle.bytes};
+  }
+
  private:
   const ModelWeights& weights_;
   std::vector<Call> calls_;

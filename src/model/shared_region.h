@@ -33,6 +33,7 @@ class SharedRegion {
   };
   Carver carver() const { return Carver(*this); }
   uint64_t bytes() const { return buffer_.bytes(); }
+  void* data() const { return buffer_.data(); }
 
   // The bytes a carver takes for a buffer of `bytes` (what users add up to size the region).
   static uint64_t carved_bytes(uint64_t bytes);

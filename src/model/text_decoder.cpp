@@ -47,8 +47,8 @@ Result<TensorView> weight(const WeightGroup& group, void* base, std::string_view
 
 }  // namespace
 
-// Every activation of a decoder for steps of up to `m` tokens, laid out at 256-byte offsets.
-void TextDecoder::layout(ActivationLayout& c, const TextConfig& config, int64_t m) {
+// The activations of one step of up to `m` tokens, laid out at 256-byte offsets.
+void TextDecoder::layout_step(ActivationLayout& c, const TextConfig& config, int64_t m) {
   const int64_t qdim = config.num_heads * config.head_dim;
   const int64_t kv_dim = config.num_kv_heads * config.head_dim;
   c.add(&ids_, DType::i32, m, 1);
@@ -64,6 +64,10 @@ void TextDecoder::layout(ActivationLayout& c, const TextConfig& config, int64_t 
   c.add(&proj_, DType::bf16, m, config.hidden_size);
   c.add(&gate_up_, DType::bf16, m, 2 * config.intermediate_size);
   c.add(&act_, DType::bf16, m, config.intermediate_size);
+}
+
+// The head's input and output: one row each, kept across steps.
+void TextDecoder::layout_head(ActivationLayout& c, const TextConfig& config) {
   c.add(&head_in_, DType::bf16, 1, config.hidden_size);
   c.add(&logits_, DType::bf16, 1, config.vocab_size);
 }
@@ -71,8 +75,21 @@ void TextDecoder::layout(ActivationLayout& c, const TextConfig& config, int64_t 
 uint64_t TextDecoder::activation_bytes(const TextConfig& config, int64_t max_step_tokens) {
   TextDecoder d;
   ActivationLayout c;
-  d.layout(c, config, max_step_tokens);
+  d.layout_step(c, config, max_step_tokens);
+  if (max_step_tokens <= 1) d.layout_head(c, config);
   return c.bytes();
+}
+
+void TextDecoder::bind_step(int64_t tokens) {
+  const bool single = tokens == 1 && single_.bytes() > 0;
+  ActivationLayout c;
+  layout_step(c, config_, single ? 1 : max_tokens_);
+  c.bind(single ? single_.data() : arena_.data());
+}
+
+TextDecoder::LentBytes TextDecoder::idle_after_prefill() const {
+  if (single_.bytes() == 0) return {};
+  return {arena_.data(), arena_.bytes()};
 }
 
 Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backend,
@@ -98,15 +115,29 @@ Result<TextDecoder> TextDecoder::create(const TextConfig& config, Backend& backe
   const int64_t kv_dim = config.num_kv_heads * config.head_dim;
   FERRY_ASSIGN_OR_RETURN(d.cache_,
                          KvCache::create(backend, config.num_layers, cache_capacity, kv_dim));
-  ActivationLayout c;
-  d.layout(c, config, max_step_tokens);
+  // Multi-token steps (prefill) use the large layout, in the shared region when given; single-token
+  // steps (decode) and the head a small one of their own, so that the large one is idle from the
+  // first decode step on (idle_after_prefill: the provider may keep weights there).
+  const uint64_t large = activation_bytes(config, max_step_tokens);
   if (activations != nullptr) {
     SharedRegion::Carver carve = activations->carver();
-    FERRY_ASSIGN_OR_RETURN(d.arena_, carve.take(c.bytes()));
+    FERRY_ASSIGN_OR_RETURN(d.arena_, carve.take(large));
   } else {
-    FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(c.bytes(), "text activations"));
+    FERRY_ASSIGN_OR_RETURN(d.arena_, backend.allocate(large, "text activations"));
   }
-  c.bind(d.arena_.data());
+  if (max_step_tokens > 1) {
+    ActivationLayout small;
+    d.layout_step(small, config, 1);
+    d.layout_head(small, config);
+    FERRY_ASSIGN_OR_RETURN(d.single_, backend.allocate(small.bytes(), "text decode activations"));
+    small.bind(d.single_.data());
+  } else {
+    ActivationLayout c;
+    d.layout_step(c, config, 1);
+    d.layout_head(c, config);
+    c.bind(d.arena_.data());
+  }
+  d.bind_step(max_step_tokens);
   return d;
 }
 
@@ -141,6 +172,7 @@ Status TextDecoder::begin_step(Stream& stream, std::span<const int32_t> ids,
   }
   ids_host_.assign(ids.begin(), ids.end());
   pos_host_.assign(positions.begin(), positions.end());
+  bind_step(n);
   step_tokens_ = n;
   step_pos0_ = cache_.length();
   cache_.set_length(step_pos0_ + n);

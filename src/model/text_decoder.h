@@ -46,8 +46,17 @@ class TextDecoder {
   static Result<TextDecoder> create(const TextConfig& config, Backend& backend,
                                     int64_t max_step_tokens, int64_t cache_capacity,
                                     SharedRegion* activations = nullptr);
-  // The bytes of the activation buffers create() lays out (the KV cache apart).
+  // The bytes of the activation buffers create() lays out for multi-token steps, in the shared
+  // region when one is given (the KV cache and the single-token buffers apart).
   static uint64_t activation_bytes(const TextConfig& config, int64_t max_step_tokens);
+
+  // The multi-token activations, which single-token steps never touch: idle from the first step
+  // of one token after the last longer one. Empty when every step is one token (one layout).
+  struct LentBytes {
+    void* data = nullptr;
+    uint64_t bytes = 0;
+  };
+  LentBytes idle_after_prefill() const;
 
   TextDecoder(TextDecoder&&) noexcept = default;
   TextDecoder& operator=(TextDecoder&&) noexcept = default;
@@ -86,7 +95,10 @@ class TextDecoder {
 
  private:
   TextDecoder() = default;
-  void layout(ActivationLayout& c, const TextConfig& config, int64_t max_step_tokens);
+  void layout_step(ActivationLayout& c, const TextConfig& config, int64_t max_step_tokens);
+  void layout_head(ActivationLayout& c, const TextConfig& config);
+  // Points the step views at the single-token buffers (tokens == 1) or the large ones.
+  void bind_step(int64_t tokens);
   // Whether layer `layer`'s MLP output is still in proj_, not yet added to x_ (the next layer's
   // input norm or the head adds it, in one op with the norm). Derived from the layer index and
   // the step's visual inputs, never tracked: a replayed layer runs no host code, so state that
@@ -115,12 +127,13 @@ class TextDecoder {
   std::vector<int32_t> kv_rows_host_;
 
   HostBuffer logits_host_;  // page-locked staging of read_logits
-  DeviceBuffer arena_;      // every activation below, carved at 256-byte offsets
-  TensorView ids_;          // [max, 1] i32
-  TensorView pos_;          // [max, 3] i32
-  TensorView cos_;          // [max, head_dim/2] f32
-  TensorView sin_;          // [max, head_dim/2] f32
-  TensorView rows_;         // [max, 1] i32 image rows
+  DeviceBuffer arena_;      // the step views below for steps of up to max_tokens_, 256-byte offsets
+  DeviceBuffer single_;  // the same for one-token steps, and the head's views (empty: one layout)
+  TensorView ids_;       // [max, 1] i32
+  TensorView pos_;       // [max, 3] i32
+  TensorView cos_;       // [max, head_dim/2] f32
+  TensorView sin_;       // [max, head_dim/2] f32
+  TensorView rows_;      // [max, 1] i32 image rows
   TensorView
       kv_rows_;      // [max, 1] i32 cache rows of this step's tokens (row 0: the first's position)
   TensorView x_;     // [max, hidden] bf16 residual

@@ -73,6 +73,7 @@ class TextGeneration {
   }
   uint64_t prefill_logits_hash() const { return prefill_hash_; }
   TextDecoder& decoder() { return decoder_; }
+  const TextDecoder& decoder() const { return decoder_; }
 
  private:
   TextGeneration(TextDecoder decoder, std::vector<int32_t> prompt, RopePositions positions,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plan/knapsack.h"
+#include "plan/lent_cache.h"
 #include "plan/plan.h"
 
 namespace ferry {
@@ -66,8 +67,33 @@ Plan smallest_working_plan(const ModelWeights& weights, const Schedule& s, bool 
   return p;
 }
 
+uint64_t lent_cache_savings_bound(const Schedule& s, uint64_t lent_bytes) {
+  if (lent_bytes == 0) return 0;
+  const size_t window = lent_window_start(s.calls);
+  std::vector<uint8_t> seen(s.group_count(), 0);  // called in an earlier step of the window
+  std::vector<int> in_step;                       // groups called in the current step
+  uint64_t total = 0, step_bytes = 0;
+  auto close_step = [&] {
+    total += std::min(lent_bytes, step_bytes);
+    step_bytes = 0;
+    for (int g : in_step) seen[static_cast<size_t>(g)] = 1;
+    in_step.clear();
+  };
+  for (size_t i = window; i < s.calls.size(); ++i) {
+    const Call& c = s.calls[i];
+    if (i > window && (c.phase != s.calls[i - 1].phase || c.step != s.calls[i - 1].step)) {
+      close_step();
+    }
+    const auto g = static_cast<size_t>(c.group);
+    if (seen[g] && !s.host_allowed[g]) step_bytes += s.bytes[g];
+    in_step.push_back(c.group);
+  }
+  close_step();
+  return total;
+}
+
 Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget,
-                                       bool allow_sequential) {
+                                       bool allow_sequential, uint64_t lent_bytes) {
   const uint64_t need = smallest_working_budget(s, allow_sequential);
   if (weight_budget < need) {
     return make_error(ErrorCode::out_of_memory,
@@ -116,6 +142,8 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
     }
     // smallest_working_budget passed, so some t fits.
     lb.min_link_bytes = least == std::numeric_limits<uint64_t>::max() ? 0 : least;
+    const uint64_t saved = lent_cache_savings_bound(s, lent_bytes);
+    lb.min_link_bytes -= std::min(lb.min_link_bytes, saved);
   }
   lb.link_s = static_cast<double>(lb.min_link_bytes) / s.link_bytes_per_s;
   lb.total_s = std::max(lb.compute_s, lb.link_s);

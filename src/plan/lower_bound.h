@@ -17,6 +17,11 @@
 //     traffic over t.
 //   It ignores that pipelining wants two slots when sequential mode is allowed, and that the
 //   link may idle (copy waits for a free slot), which only add.
+//   - A lent cache of L bytes (plan/lent_cache.h) can spare more: every entry read in a step of
+//     the lent window was filled in an earlier step, so all of them are in the region at the
+//     step's first hit, and the bytes a step reads from it are at most L. The traffic spared is
+//     therefore at most the sum over the window's steps of min(L, bytes of that step's calls
+//     to groups called in an earlier window step), which is subtracted.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +53,11 @@ Plan smallest_working_plan(const ModelWeights& weights, const Schedule& schedule
                            bool allow_sequential);
 
 // Fails (out_of_memory, naming the smallest working budget) when no plan fits the budget.
+// `lent_bytes`: the runner's region a lent cache may use (0: none).
 Result<LowerBound> latency_lower_bound(const Schedule& schedule, uint64_t weight_budget,
-                                       bool allow_sequential = true);
+                                       bool allow_sequential = true, uint64_t lent_bytes = 0);
+
+// The most link bytes a lent cache of `lent_bytes` can spare one inference (see above).
+uint64_t lent_cache_savings_bound(const Schedule& schedule, uint64_t lent_bytes);
 
 }  // namespace ferry

@@ -124,6 +124,25 @@ Status validate_plan(const Plan& plan, const ModelWeights& weights) {
   if (plan.slot_bytes % kGroupAlignment != 0) {
     return bad_plan("slot size must be a multiple of " + std::to_string(kGroupAlignment));
   }
+  int previous = -1;
+  for (const CacheEntry& e : plan.cached) {
+    if (e.group <= previous || static_cast<size_t>(e.group) >= weights.groups.size()) {
+      return bad_plan("cache entries must name groups of the model once each, in group order");
+    }
+    previous = e.group;
+    const WeightGroup& g = weights.groups[static_cast<size_t>(e.group)];
+    if (plan.placement[static_cast<size_t>(e.group)] != Placement::streamed) {
+      return bad_plan("group " + g.name + " is cached in the lent region but not streamed");
+    }
+    if (e.offset % kGroupAlignment != 0) {
+      return bad_plan("group " + g.name + ": lent offset " + std::to_string(e.offset) +
+                      " is not a multiple of " + std::to_string(kGroupAlignment));
+    }
+    if (e.offset > (uint64_t{1} << 50)) {  // far past any device: keeps offset + bytes exact
+      return bad_plan("group " + g.name + ": lent offset " + std::to_string(e.offset) +
+                      " is out of range");
+    }
+  }
   return {};
 }
 
@@ -205,6 +224,9 @@ Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
     }
     for (size_t i : selected) plan.placement[i] = Placement::host;
   }
+  std::erase_if(plan.cached, [&](const CacheEntry& e) {
+    return plan.placement[static_cast<size_t>(e.group)] != Placement::streamed;
+  });
   const int slots = plan.slots > 0 ? plan.slots : (plan.mode == StreamMode::sequential ? 1 : 2);
   size_slots(plan, weights, slots);
   FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
@@ -219,11 +241,16 @@ std::string plan_to_json(const Plan& plan, const ModelWeights& weights) {
   j["slots"] = plan.slots;
   j["slot_bytes"] = plan.slot_bytes;
   auto groups = nlohmann::ordered_json::array();
+  auto entry = plan.cached.begin();
   for (size_t i = 0; i < plan.placement.size() && i < weights.groups.size(); ++i) {
     nlohmann::ordered_json g;
     g["name"] = weights.groups[i].name;
     g["placement"] = placement_name(plan.placement[i]);
     g["bytes"] = weights.groups[i].bytes;
+    if (entry != plan.cached.end() && entry->group == static_cast<int>(i)) {
+      g["lent_offset"] = entry->offset;
+      ++entry;
+    }
     groups.push_back(std::move(g));
   }
   j["groups"] = std::move(groups);
@@ -287,6 +314,12 @@ Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights) 
       p.placement[i] = Placement::host;
     } else {
       return bad(name + ": unknown placement " + strict_json::quote(where));
+    }
+    if (g.contains("lent_offset")) {
+      if (!g["lent_offset"].is_number_unsigned()) {
+        return bad(name + ": \"lent_offset\" must be a non-negative integer");
+      }
+      p.cached.push_back({static_cast<int>(i), g["lent_offset"].get<uint64_t>()});
     }
   }
   FERRY_RETURN_IF_ERROR(validate_plan(p, weights));

@@ -21,6 +21,12 @@
 //     prefetch crosses stage and step boundaries.
 //   - A `host` group is never copied whole; its call reads the rows it needs from host memory (a
 //     small copy inside the call's C_EXE).
+//   - Lent cache (plan/lent_cache.h): once the runner's shared activation region is idle (the
+//     calls after the last vision or prefill call), a streamed group listed in `cached` is copied
+//     by its first call there into the region at its offset instead of a slot (a fill: in the
+//     copy order like any copy, after the region's last user and the last reader of any earlier
+//     entry whose bytes it takes), and its later calls read that copy with no copy at all.
+//     Slots count only the copies that go to the ring.
 #pragma once
 
 #include <cstdint>
@@ -53,11 +59,19 @@ const char* stream_mode_name(StreamMode m);
 // memory: token embeddings). Other groups go there only when asked (with_mapped).
 bool host_placement_allowed(const WeightGroup& group);
 
+// A streamed group kept in the runner's lent region between its calls of the lent window.
+struct CacheEntry {
+  int group = -1;
+  uint64_t offset = 0;  // in the lent region, a multiple of kGroupAlignment
+  bool operator==(const CacheEntry&) const = default;
+};
+
 struct Plan {
   std::vector<Placement> placement;  // one per ModelWeights::groups entry, same order
   StreamMode mode = StreamMode::pipelined;
-  int slots = 2;            // ring slots; 1 in sequential mode; 0 when nothing is streamed
-  uint64_t slot_bytes = 0;  // bytes of each slot: at least the largest streamed group
+  int slots = 2;                   // ring slots; 1 in sequential mode; 0 when nothing is streamed
+  uint64_t slot_bytes = 0;         // bytes of each slot: at least the largest streamed group
+  std::vector<CacheEntry> cached;  // lent cache entries, in group order (plan/lent_cache.h)
 
   bool operator==(const Plan&) const = default;
 };
@@ -77,7 +91,9 @@ uint64_t largest_streamed_group(const Plan& plan, const ModelWeights& weights);
 uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights);
 
 // Structural checks: one placement per group, host only where allowed, slots and slot_bytes
-// consistent with the mode and the streamed groups. Errors name the group.
+// consistent with the mode and the streamed groups, cache entries on streamed groups, aligned,
+// once each, in group order (how they share the region over time: check_lent_cache). Errors name
+// the group.
 Status validate_plan(const Plan& plan, const ModelWeights& weights);
 
 // Every group resident (what `ferry run` without a budget does).
@@ -96,12 +112,14 @@ Result<Plan> plan_with_resident(const ModelWeights& weights, const std::vector<s
                                 StreamMode mode, int slots = 2);
 
 // The plan with the named groups on the host, read in place by their kernels (the map path), the
-// slots resized to the largest group still streamed (the same count; none when nothing is).
+// slots resized to the largest group still streamed (the same count; none when nothing is), and
+// those groups' cache entries dropped.
 Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
                          const std::vector<std::string>& names);
 
 // Plan files: {"format": "ferry-plan", "version": 1, "mode": ..., "slots": ..., "slot_bytes":
-// ..., "groups": [{"name": ..., "placement": ...}, ...]}. Groups are named, so a plan made for
+// ..., "groups": [{"name": ..., "placement": ..., "lent_offset": ... (cached groups only)},
+// ...]}. Groups are named, so a plan made for
 // another model is refused with the first name that differs.
 std::string plan_to_json(const Plan& plan, const ModelWeights& weights);
 Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights);

@@ -2,16 +2,30 @@
 
 #include <optional>
 
+#include "plan/lent_cache.h"
 #include "plan/lower_bound.h"
 #include "plan/plan_search.h"
 
 namespace ferry {
 namespace {
 
+// The plan with its lent cache (when the runner lends a region and the cache helps), priced.
 Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Plan plan,
-                             double start_s, int64_t evaluations, int64_t improvements) {
+                             double start_s, int64_t evaluations, int64_t improvements,
+                             uint64_t lent_bytes) {
   PlannerResult r;
   FERRY_ASSIGN_OR_RETURN(r.prediction, predict(weights, s, plan));
+  if (lent_bytes > 0) {
+    Plan cached = with_lent_cache(plan, s.calls, s.bytes, s.dma_s, lent_bytes);
+    if (!cached.cached.empty()) {
+      FERRY_ASSIGN_OR_RETURN(Prediction p, predict(weights, s, cached));
+      ++evaluations;
+      if (p.total_s < r.prediction.total_s) {
+        plan = std::move(cached);
+        r.prediction = p;
+      }
+    }
+  }
   r.plan = std::move(plan);
   r.start_s = start_s < 0 ? r.prediction.total_s : start_s;
   r.evaluations = evaluations;
@@ -37,7 +51,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
                       "plan: neither sequential nor pipelined streaming is allowed");
   }
   if (weight_budget >= weights.total_bytes()) {
-    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0);
+    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0, 0);
   }
   const uint64_t need = smallest_working_budget(schedule, options.allow_sequential);
   if (weight_budget < need) {
@@ -54,7 +68,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
     if (schedule.host_allowed[g]) all.resident[g] = 0;
   }
   if (search.fits(all)) {  // nothing crosses the link: no plan computes less
-    return finish(weights, schedule, search.to_plan(all), -1, 0, 0);
+    return finish(weights, schedule, search.to_plan(all), -1, 0, 0, 0);
   }
   std::optional<SearchState> best;
   double best_s = 0;
@@ -73,7 +87,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
   const double start_s = best_s;
   const int64_t improvements = search.run(*best, best_s);
   return finish(weights, schedule, search.to_plan(*best), start_s, search.evaluations(),
-                improvements);
+                improvements, options.lent_bytes);
 }
 
 Result<PlannerResult> make_plan(const ModelWeights& weights, const std::vector<Call>& calls,

@@ -28,6 +28,9 @@
 //   4. Kicks: from a local optimum, each of its `kicks` nearest non-improving neighbours is
 //      searched from in turn; the first that ends faster becomes the new optimum, and kicks
 //      start again from it. max_evaluations bounds the whole search.
+//   5. The lent cache (plan/lent_cache.h): when the runner lends `lent_bytes` of idle region,
+//      the best plan's streamed groups with repeated calls after prefill are cached there by
+//      with_lent_cache, kept when the predictor says it is faster.
 //   Everything is evaluated in a fixed order and ties keep the earlier candidate, so the result
 //   depends on the inputs only. A round's moves are built first and then priced in parallel
 //   (`threads`); the thread count changes how fast, never which plan.
@@ -57,6 +60,7 @@ struct PlannerOptions {
   int64_t max_evaluations = 200000;  // predictor runs the search may spend
   int threads = 0;  // threads pricing each round's moves (0: the machine's, at most 8); the plan
                     // is the same for any count
+  uint64_t lent_bytes = 0;  // the runner's region idle after prefill (0: no lent cache)
 };
 
 struct PlannerResult {

@@ -3,25 +3,24 @@
 #include <algorithm>
 #include <array>
 
+#include "plan/lent_cache.h"
+
 namespace ferry {
 namespace {
 
-constexpr int kMaxSlots = 64;  // validate_plan's limit
-// Copies scheduled but not yet consumed: at most kMaxSlots ahead of the calls, plus the current.
-constexpr size_t kCopyRing = kMaxSlots + 1;
-using CopyRing = std::array<std::pair<double, double>, kCopyRing>;
+using Intervals = std::vector<std::pair<double, double>>;
 
 // The end of a call (or a host step) that starts at `start` and needs `alone` seconds with the
 // link idle and `copying` seconds with a copy running the whole time: it progresses at 1/alone
-// outside the copy intervals and at 1/copying inside them. `copies` from index `from` on are the
-// copy engine's scheduled intervals, in time order and disjoint.
-double end_of_work(double start, double alone, double copying, const CopyRing& copies, size_t from,
+// outside the copy intervals and at 1/copying inside them. `copies[from, to)` are the copy
+// engine's scheduled intervals, in time order and disjoint.
+double end_of_work(double start, double alone, double copying, const Intervals& copies, size_t from,
                    size_t to) {
   if (copying == alone) return start + alone;
   double t = start;
   double left = 1;  // the fraction of the call's work still to do
   for (size_t j = from; j < to; ++j) {
-    const auto [a, b] = copies[j % kCopyRing];
+    const auto [a, b] = copies[j];
     if (b <= t) continue;
     if (a > t) {  // the link idle until this copy starts
       const double done = (a - t) / alone;
@@ -40,37 +39,34 @@ double end_of_work(double start, double alone, double copying, const CopyRing& c
 // Walks the calls once, handing each call's timing to `on_call(i, timing, ready)` where `ready`
 // is when the call could have started had its copy been there. Returns the total latency.
 //
-// Pipelined mode schedules each copy as soon as what it waits for is known (the copy before it
-// and its slot's previous user), which can be before its own call: the copies of later calls
-// that run while a call computes are then known, and the call computes at its copying rate
-// for that time. A copy whose slot's previous user is this call or a later one starts after
-// this call ends, so every copy that can overlap a call is scheduled by the time it computes.
+// Pipelined mode schedules each copy (plan/lent_cache.h's CopyOrder: ring copies and lent-cache
+// fills, in call order) as soon as what it waits for is known (the copy before it and the call
+// whose compute frees its destination), which can be before its own call: the copies of later
+// calls that run while a call computes are then known, and the call computes at its copying
+// rate for that time. A copy that waits for this call or a later one starts after this call
+// ends, so every copy that can overlap a call is scheduled by the time it computes.
 template <class OnCall>
 double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
-  const int slots = std::clamp(plan.slots, 1, kMaxSlots);
   const bool sequential = plan.mode == StreamMode::sequential;
-  std::array<double, kMaxSlots> slot_free{};  // compute end of each slot's last user
-  CopyRing copies{};                          // scheduled copies by copy index mod kCopyRing
+  const CopyOrder order = copy_order_unchecked(plan, s.calls, s.bytes);
+  const std::vector<CopyItem>& items = order.items;
+  std::vector<double> compute_end(s.calls.size(), 0.0);
+  Intervals copies(items.size());
   double host_clock = 0;
   double prev_end = 0;
   double copy_free = 0;
-  int64_t consumed = 0;   // copies whose calls have computed
-  int64_t scheduled = 0;  // copies scheduled (pipelined mode)
-  size_t scan = 0;        // the next call to look at for a streamed one to schedule
-  auto streamed = [&](size_t i) {
-    return plan.placement[static_cast<size_t>(s.calls[i].group)] == Placement::streamed;
-  };
-  // Pipelined: schedules every copy whose slot's previous user has computed.
-  auto schedule_copies = [&] {
-    while (scheduled < consumed + slots) {
-      while (scan < s.calls.size() && !streamed(scan)) ++scan;
-      if (scan >= s.calls.size()) return;
-      const size_t slot = static_cast<size_t>(scheduled % slots);
-      const double start = std::max(copy_free, slot_free[slot]);
-      copy_free = start + s.dma_s[static_cast<size_t>(s.calls[scan].group)];
-      copies[static_cast<size_t>(scheduled) % kCopyRing] = {start, copy_free};
-      ++scheduled;
-      ++scan;
+  size_t consumed = 0;   // copies whose calls have computed
+  size_t scheduled = 0;  // copies scheduled (pipelined mode)
+  // Pipelined: schedules every copy whose `after` call is among the first `computed` calls.
+  auto schedule_copies = [&](size_t computed) {
+    while (scheduled < items.size()) {
+      const CopyItem& it = items[scheduled];
+      if (it.after >= static_cast<int32_t>(computed)) return;
+      const double start = it.after >= 0
+                               ? std::max(copy_free, compute_end[static_cast<size_t>(it.after)])
+                               : copy_free;
+      copy_free = start + s.dma_s[static_cast<size_t>(s.calls[it.call].group)];
+      copies[scheduled++] = {start, copy_free};
     }
   };
   for (size_t i = 0; i < s.calls.size(); ++i) {
@@ -80,41 +76,38 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
     t.enqueued = host_clock;
     const double ready = std::max(prev_end, t.enqueued);
     t.compute_start = ready;
-    const bool is_streamed = streamed(i);
-    size_t overlap_from = static_cast<size_t>(consumed);
-    if (is_streamed) {
-      t.slot = static_cast<int>(consumed % slots);
+    const int32_t item = order.item[i];
+    size_t overlap_from = consumed;
+    if (item >= 0) {
+      t.slot = items[static_cast<size_t>(item)].slot;
       if (sequential) {
         t.copy_start = std::max(copy_free, prev_end);
         t.copy_end = t.copy_start + s.dma_s[g];
         copy_free = t.copy_end;
       } else {
-        schedule_copies();
-        const auto [a, b] = copies[static_cast<size_t>(consumed) % kCopyRing];
+        schedule_copies(i);
+        const auto [a, b] = copies[static_cast<size_t>(item)];
         t.copy_start = a;
         t.copy_end = b;
       }
       t.compute_start = std::max(ready, t.copy_end);
-      overlap_from = static_cast<size_t>(consumed + 1);
+      overlap_from = consumed + 1;
     } else if (!sequential) {
-      schedule_copies();
+      schedule_copies(i);
     }
     t.compute_end = sequential ? t.compute_start + s.exe_s[i]
                                : end_of_work(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
-                                             copies, overlap_from, static_cast<size_t>(scheduled));
-    if (is_streamed) {
-      slot_free[static_cast<size_t>(t.slot)] = t.compute_end;
-      ++consumed;
-    }
+                                             copies, overlap_from, scheduled);
+    compute_end[i] = t.compute_end;
+    if (item >= 0) ++consumed;
     prev_end = t.compute_end;
     t.finished = t.compute_end;
     if (s.host_after[i] != HostStep::none) {
       const double step_start = std::max(host_clock, t.compute_end);
-      if (!sequential) schedule_copies();  // this call's slot is free now
-      host_clock =
-          sequential ? step_start + s.host_after_s[i]
-                     : end_of_work(step_start, s.host_after_s[i], s.host_after_copying_s[i], copies,
-                                   static_cast<size_t>(consumed), static_cast<size_t>(scheduled));
+      if (!sequential) schedule_copies(i + 1);  // what waited for this call can start now
+      host_clock = sequential ? step_start + s.host_after_s[i]
+                              : end_of_work(step_start, s.host_after_s[i],
+                                            s.host_after_copying_s[i], copies, consumed, scheduled);
       t.finished = host_clock;
     }
     on_call(i, t, ready);
@@ -196,6 +189,7 @@ Result<Prediction> predict(const ModelWeights& weights, const Schedule& schedule
                           std::to_string(schedule.group_count()) + " groups, not " +
                           std::to_string(weights.groups.size()));
   }
+  FERRY_RETURN_IF_ERROR(copy_order(plan, schedule.calls, schedule.bytes).status());
   return predict_unchecked(schedule, plan, trace);
 }
 

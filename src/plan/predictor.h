@@ -1,11 +1,14 @@
 // The latency predictor: an event simulation of the host, the copy engine and the compute
 // engine carrying out a plan over a Schedule, exactly as plan/plan.h says the executor does:
 //
-//   Streamed calls u_0, u_1, ... (in call order; a group called twice is copied twice) use ring
-//   slot k mod S (S = plan.slots). Copies run one at a time, in that order:
-//     copy_start(u_k) = max(copy_end(u_{k-1}), compute_end(u_{k-S}))
-//                       [sequential mode also: compute_end(the call before u_k)]
-//     copy_end(u_k)   = copy_start(u_k) + C_DMA(group)
+//   The copies are plan/lent_cache.h's CopyOrder: ring copies u_0, u_1, ... (in call order; a
+//   group called twice is copied twice) use ring slot k mod S (S = plan.slots), lent-cache fills
+//   go to their entries, lent-cache hits copy nothing. Copies run one at a time, in order, each
+//   after the compute of the call it waits for (`after`: the slot's previous user u_{k-S}; for a
+//   fill, the region's last user or the last reader of the bytes it overwrites):
+//     copy_start(c_j) = max(copy_end(c_{j-1}), compute_end(after(c_j)))
+//                       [sequential mode instead: compute_end(the call before c_j's)]
+//     copy_end(c_j)   = copy_start(c_j) + C_DMA(group)
 //   The host enqueues calls in order, launch_s each; after a call with a host step it first
 //   waits for that call's compute, then spends the step's time:
 //     enqueued(i)     = host clock after launching i
@@ -18,8 +21,8 @@
 //   copies scheduled at that time (each as soon as the copy before it and its slot's previous
 //   user are done; every copy that can overlap a call is known by then). Host steps likewise
 //   take their copying time where copies run.
-//   Copies are enqueued at the start (the first S) or when their slot's previous user is
-//   enqueued, which never binds above, so prefetch runs through stage boundaries and host
+//   Copies are enqueued at the start (those that wait for nothing) or when the call they wait
+//   for is enqueued, which never binds above, so prefetch runs through stage boundaries and host
 //   steps. Resident and host groups are never copied (a host group's C_EXE includes its rows).
 //   The inference ends when the last compute and the last host step have both finished.
 #pragma once

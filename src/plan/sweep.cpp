@@ -43,7 +43,8 @@ Result<std::vector<SweepPoint>> sweep_plans(const ModelWeights& weights, const S
       p.prediction = out.back().prediction;
       p.carried = true;
     }
-    FERRY_ASSIGN_OR_RETURN(p.bound, latency_lower_bound(schedule, b, /*allow_sequential=*/true));
+    FERRY_ASSIGN_OR_RETURN(
+        p.bound, latency_lower_bound(schedule, b, /*allow_sequential=*/true, options.lent_bytes));
     out.push_back(std::move(p));
   }
   return out;

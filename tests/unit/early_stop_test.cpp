@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "exec/session.h"
+#include "lent_plan.h"
 #include "model/presets.h"
 #include "model/prompt.h"
 #include "model/sampling.h"
@@ -176,6 +177,8 @@ class Model {
   }
 
   const ModelWeights& weights() const { return weights_; }
+  const ModelConfig& config() const { return config_; }
+  const Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
   std::string dir_;
@@ -248,6 +251,15 @@ TEST_P(EarlyStopRuns, StopTokenGivesTheBytesOfAShorterRun) {
   auto streamed = m.run(8, eos, all_streamed(m.weights()), hostile);
   ASSERT_TRUE(streamed.ok()) << streamed.error().to_string();
   expect_same(*streamed, *stopped, "streamed with poisoned slots and delays", true);
+
+  // The lent cache: the decode calls skipped hold entries' last reads (fills after them wait for
+  // the skip instead) and hits whose fills never ran.
+  auto lent = testing::lent_cache_plan(m.config(), m.weights(), m.checkpoint(), m.workload(8),
+                                       all_streamed(m.weights()), 2);
+  ASSERT_TRUE(lent.ok()) << lent.error().to_string();
+  auto cached = m.run(8, eos, testing::running(all_streamed(m.weights()), *lent), hostile);
+  ASSERT_TRUE(cached.ok()) << cached.error().to_string();
+  expect_same(*cached, *stopped, "streamed through the lent cache", true);
 }
 
 TEST_P(EarlyStopRuns, StopAfterFeedsTheTokenThenEnds) {

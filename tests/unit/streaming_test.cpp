@@ -5,9 +5,11 @@
 
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
 #include "exec/session.h"
+#include "lent_plan.h"
 #include "tiny_checkpoint.h"
 
 namespace ferry {
@@ -70,6 +72,18 @@ std::vector<PlanCase> plan_cases(const TinyCheckpoint& m) {
   SessionOptions off = with_resident({});
   off.inference.exec.graphs = false;
   cases.push_back({"none resident, graphs off", off});
+  // The lent cache: the whole idle region (decode's entries and the expert's apart), a quarter of
+  // it (entries of later steps overwrite earlier ones: fills wait for their last readers), and in
+  // sequential mode.
+  for (const auto& [what, base, divisor] :
+       {std::tuple{"lent cache", with_resident({}), 1},
+        std::tuple{"lent cache, a quarter", with_resident({"text.head.0"}), 4},
+        std::tuple{"lent cache, sequential", with_resident({}, StreamMode::sequential), 1}}) {
+    auto plan = testing::lent_cache_plan(m.config(), m.weights(), m.checkpoint(), m.workload(),
+                                         base, static_cast<uint64_t>(divisor));
+    EXPECT_TRUE(plan.ok()) << what << ": " << plan.error().to_string();
+    if (plan.ok()) cases.push_back({what, testing::running(base, *plan)});
+  }
   return cases;
 }
 
@@ -140,6 +154,28 @@ TEST_P(StreamingPlans, BudgetsHoldAndTheSmallestIsNamed) {
   EXPECT_EQ(refused.error().code, ErrorCode::out_of_memory);
   EXPECT_NE(refused.error().message.find("smallest budget"), std::string::npos)
       << refused.error().message;
+}
+
+// The lent cache is used, not only harmless: its hits replace copies, and the link carries fewer
+// bytes than the same plan without it.
+TEST_P(StreamingPlans, LentCacheHitsReplaceCopies) {
+  TinyCheckpoint m(GetParam());
+  const SessionOptions base = with_resident({});
+  auto plan = testing::lent_cache_plan(m.config(), m.weights(), m.checkpoint(), m.workload(), base);
+  ASSERT_TRUE(plan.ok()) << plan.error().to_string();
+  auto stats = [&](const SessionOptions& o) {
+    auto backend = create_cpu_backend();
+    auto s = m.open(*backend, o);
+    EXPECT_TRUE(s.ok()) << s.error().to_string();
+    EXPECT_TRUE((*s)->run().ok());
+    return (*s)->streaming_provider().stats();
+  };
+  const StreamingStats without = stats(base);
+  const StreamingStats with = stats(testing::running(base, *plan));
+  EXPECT_EQ(without.lent_hits, 0);
+  EXPECT_GT(with.lent_hits, 0);
+  EXPECT_EQ(with.group_copies + with.lent_hits, without.group_copies);
+  EXPECT_LT(with.bytes_copied, without.bytes_copied);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, StreamingPlans, ::testing::Values("alpamayo-tiny", "qwen3-tiny"));

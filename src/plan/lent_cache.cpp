@@ -1,0 +1,222 @@
+#include "plan/lent_cache.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace ferry {
+
+namespace {
+
+bool ranges_overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1) {
+  return a0 < b1 && b0 < a1;
+}
+
+uint64_t entry_end(const CacheEntry& e, std::span<const uint64_t> group_bytes) {
+  return e.offset + group_bytes[static_cast<size_t>(e.group)];
+}
+
+// `check` set: the errors copy_order promises; null: the plan is trusted.
+CopyOrder build(const Plan& plan, std::span<const Call> calls,
+                std::span<const uint64_t> group_bytes, Status* check) {
+  CopyOrder o;
+  const size_t n = calls.size();
+  o.kind.assign(n, CopyKind::none);
+  o.item.assign(n, -1);
+  o.window = lent_window_start(calls);
+  const size_t entries = plan.cached.size();
+  std::vector<int32_t> entry_of(group_bytes.size(), -1);
+  for (size_t e = 0; e < entries; ++e) {
+    const auto g = static_cast<size_t>(plan.cached[e].group);
+    if (g < entry_of.size()) entry_of[g] = static_cast<int32_t>(e);
+  }
+  o.entry_first.assign(entries, -1);
+  o.entry_last.assign(entries, -1);
+  for (size_t i = o.window; i < n; ++i) {
+    const int32_t e = entry_of[static_cast<size_t>(calls[i].group)];
+    if (e < 0) continue;
+    if (o.entry_first[static_cast<size_t>(e)] < 0) {
+      o.entry_first[static_cast<size_t>(e)] = static_cast<int32_t>(i);
+    }
+    o.entry_last[static_cast<size_t>(e)] = static_cast<int32_t>(i);
+  }
+  auto bytes_overlap = [&](size_t a, size_t b) {
+    const CacheEntry& ea = plan.cached[a];
+    const CacheEntry& eb = plan.cached[b];
+    return ranges_overlap(ea.offset, entry_end(ea, group_bytes), eb.offset,
+                          entry_end(eb, group_bytes));
+  };
+  if (check != nullptr) {
+    for (size_t a = 0; a < entries; ++a) {
+      if (o.entry_first[a] < 0) {
+        *check = make_error(ErrorCode::invalid_argument,
+                            "plan: group #" + std::to_string(plan.cached[a].group) +
+                                " is cached in the lent region but has no call after the last "
+                                "vision or prefill call");
+        return o;
+      }
+      for (size_t b = a + 1; b < entries; ++b) {
+        const bool at_once =
+            o.entry_first[a] <= o.entry_last[b] && o.entry_first[b] <= o.entry_last[a];
+        if (at_once && bytes_overlap(a, b)) {
+          *check = make_error(ErrorCode::invalid_argument,
+                              "plan: groups #" + std::to_string(plan.cached[a].group) + " and #" +
+                                  std::to_string(plan.cached[b].group) +
+                                  " share lent bytes while both are in use");
+          return o;
+        }
+      }
+    }
+  }
+  const int slots = plan.mode == StreamMode::sequential ? 1 : std::max(plan.slots, 1);
+  std::vector<uint32_t> ring_calls;
+  for (size_t i = 0; i < n; ++i) {
+    const auto g = static_cast<size_t>(calls[i].group);
+    if (plan.placement[g] != Placement::streamed) continue;
+    CopyItem item;
+    item.call = static_cast<uint32_t>(i);
+    const int32_t e = i >= o.window ? entry_of[g] : -1;
+    if (e >= 0) {
+      const auto eu = static_cast<size_t>(e);
+      if (o.entry_first[eu] != static_cast<int32_t>(i)) {
+        o.kind[i] = CopyKind::hit;
+        continue;
+      }
+      o.kind[i] = CopyKind::fill;
+      item.entry = e;
+      item.after = static_cast<int32_t>(o.window) - 1;
+      for (size_t other = 0; other < entries; ++other) {
+        if (o.entry_last[other] >= 0 && o.entry_last[other] < o.entry_first[eu] &&
+            bytes_overlap(eu, other)) {
+          item.after = std::max(item.after, o.entry_last[other]);
+        }
+      }
+    } else {
+      o.kind[i] = CopyKind::ring;
+      const size_t r = ring_calls.size();
+      item.slot = static_cast<int32_t>(r % static_cast<size_t>(slots));
+      if (r >= static_cast<size_t>(slots)) {
+        item.after = static_cast<int32_t>(ring_calls[r - static_cast<size_t>(slots)]);
+      }
+      ring_calls.push_back(static_cast<uint32_t>(i));
+    }
+    o.item[i] = static_cast<int32_t>(o.items.size());
+    o.items.push_back(item);
+  }
+  return o;
+}
+
+}  // namespace
+
+size_t lent_window_start(std::span<const Call> calls) {
+  size_t start = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].phase == Phase::vision || calls[i].phase == Phase::prefill) start = i + 1;
+  }
+  return start;
+}
+
+uint64_t lent_bytes_needed(const Plan& plan, std::span<const uint64_t> group_bytes) {
+  uint64_t need = 0;
+  for (const CacheEntry& e : plan.cached) {
+    if (static_cast<size_t>(e.group) < group_bytes.size()) {
+      need = std::max(need, entry_end(e, group_bytes));
+    }
+  }
+  return need;
+}
+
+Result<CopyOrder> copy_order(const Plan& plan, std::span<const Call> calls,
+                             std::span<const uint64_t> group_bytes) {
+  if (plan.placement.size() != group_bytes.size()) {
+    return make_error(ErrorCode::invalid_argument, "plan: placements and groups differ in count");
+  }
+  for (const Call& c : calls) {
+    if (c.group < 0 || static_cast<size_t>(c.group) >= group_bytes.size()) {
+      return make_error(ErrorCode::invalid_argument, "plan: a call names no group");
+    }
+  }
+  for (const CacheEntry& e : plan.cached) {
+    if (e.group < 0 || static_cast<size_t>(e.group) >= group_bytes.size()) {
+      return make_error(ErrorCode::invalid_argument, "plan: a cache entry names no group");
+    }
+  }
+  Status check;
+  CopyOrder o = build(plan, calls, group_bytes, &check);
+  FERRY_RETURN_IF_ERROR(check);
+  return o;
+}
+
+CopyOrder copy_order_unchecked(const Plan& plan, std::span<const Call> calls,
+                               std::span<const uint64_t> group_bytes) {
+  return build(plan, calls, group_bytes, nullptr);
+}
+
+Status check_lent_cache(const Plan& plan, std::span<const Call> calls,
+                        std::span<const uint64_t> group_bytes, uint64_t lent_bytes) {
+  FERRY_RETURN_IF_ERROR(copy_order(plan, calls, group_bytes).status());
+  const uint64_t need = lent_bytes_needed(plan, group_bytes);
+  if (need > lent_bytes) {
+    return make_error(ErrorCode::invalid_argument, "plan: its lent cache needs " +
+                                                       std::to_string(need) +
+                                                       " bytes of the runner's idle region; " +
+                                                       std::to_string(lent_bytes) + " are lent");
+  }
+  return {};
+}
+
+Plan with_lent_cache(Plan plan, std::span<const Call> calls, std::span<const uint64_t> group_bytes,
+                     std::span<const double> dma_s, uint64_t lent_bytes) {
+  plan.cached.clear();
+  const size_t groups = group_bytes.size();
+  if (lent_bytes == 0 || plan.placement.size() != groups || dma_s.size() != groups) return plan;
+  const size_t window = lent_window_start(calls);
+  std::vector<int64_t> uses(groups, 0);
+  std::vector<int32_t> first(groups, -1), last(groups, -1);
+  for (size_t i = window; i < calls.size(); ++i) {
+    const auto g = static_cast<size_t>(calls[i].group);
+    if (g >= groups) return plan;
+    ++uses[g];
+    if (first[g] < 0) first[g] = static_cast<int32_t>(i);
+    last[g] = static_cast<int32_t>(i);
+  }
+  std::vector<size_t> candidates;
+  for (size_t g = 0; g < groups; ++g) {
+    if (plan.placement[g] == Placement::streamed && uses[g] >= 2 && group_bytes[g] > 0 &&
+        align_group_bytes(group_bytes[g]) <= lent_bytes) {
+      candidates.push_back(g);
+    }
+  }
+  auto worth = [&](size_t g) {
+    return static_cast<double>(uses[g] - 1) * dma_s[g] / static_cast<double>(group_bytes[g]);
+  };
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](size_t a, size_t b) { return worth(a) > worth(b); });
+  struct Placed {
+    uint64_t begin, end;
+    int32_t first, last;
+  };
+  std::vector<Placed> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;
+  for (size_t g : candidates) {
+    const uint64_t size = align_group_bytes(group_bytes[g]);
+    busy.clear();
+    for (const Placed& p : placed) {
+      if (p.first <= last[g] && first[g] <= p.last) busy.emplace_back(p.begin, p.end);
+    }
+    std::sort(busy.begin(), busy.end());
+    uint64_t offset = 0;
+    for (const auto& [b, e] : busy) {
+      if (offset + size <= b) break;
+      offset = std::max(offset, e);
+    }
+    if (offset + size > lent_bytes) continue;
+    placed.push_back({offset, offset + size, first[g], last[g]});
+    plan.cached.push_back({static_cast<int>(g), offset});
+  }
+  std::sort(plan.cached.begin(), plan.cached.end(),
+            [](const CacheEntry& a, const CacheEntry& b) { return a.group < b.group; });
+  return plan;
+}
+
+}  // namespace ferry
