@@ -224,12 +224,13 @@ Status VisionLanguageRunner::init() {
   std::vector<ImageGeometry> geoms(static_cast<size_t>(workload_.num_images),
                                    ImageGeometry{workload_.image_height, workload_.image_width});
   std::vector<int64_t> tokens_per_image;
-  uint64_t vision_work = 0;
+  uint64_t vision_work = 0, vision_outputs = 0;
   if (workload_.num_images > 0) {
     FERRY_ASSIGN_OR_RETURN(VisionEncoder shape, VisionEncoder::describe(vlm->vision, geoms));
     tokens_per_image = shape.tokens_per_image();
     grids_ = shape.merged_grids();
     vision_work = shape.work_bytes();
+    vision_outputs = shape.output_bytes();
   }
 
   // Prompt and rotary positions.
@@ -249,14 +250,18 @@ Status VisionLanguageRunner::init() {
                          rope_index(prompt.ids, static_cast<int32_t>(vlm->image_token_id), grids_));
 
   // The vision tower's working buffers and the text decoder's activations take turns in one
-  // region (model/shared_region.h): a budget holds the larger, not both.
+  // region (model/shared_region.h): a budget holds the larger, not both. The vision outputs,
+  // which prefill reads beside the text activations, sit at its tail, so that the whole region
+  // is idle after prefill (lent_region).
   const uint64_t text_work =
       TextDecoder::activation_bytes(vlm->text, static_cast<int64_t>(prompt.ids.size()));
-  FERRY_ASSIGN_OR_RETURN(shared_, SharedRegion::allocate(backend_, std::max(vision_work, text_work),
-                                                         "vision | text activations"));
+  FERRY_ASSIGN_OR_RETURN(
+      shared_, SharedRegion::allocate(backend_, std::max(vision_work, text_work) + vision_outputs,
+                                      "vision | text activations"));
   if (workload_.num_images > 0) {
-    FERRY_ASSIGN_OR_RETURN(VisionEncoder enc,
-                           VisionEncoder::create(vlm->vision, backend_, geoms, &shared_));
+    FERRY_ASSIGN_OR_RETURN(
+        VisionEncoder enc,
+        VisionEncoder::create(vlm->vision, backend_, geoms, &shared_, /*outputs_at_tail=*/true));
     const int64_t count = pixel_value_count(geoms, vlm->vision);
     FERRY_ASSIGN_OR_RETURN(pixel_buffer_,
                            backend_.allocate_host(static_cast<size_t>(count) * sizeof(float)));

@@ -22,16 +22,18 @@ class SharedRegion {
   // Views of the region for one component, from offset 0, 256-byte aligned.
   class Carver {
    public:
-    explicit Carver(const SharedRegion& region) : region_(region) {}
+    explicit Carver(const SharedRegion& region, uint64_t from = 0)
+        : region_(region), offset_(from) {}
     // A view of `bytes` (at least one alignment unit), or an internal error when the region is
     // smaller than what its users said they need.
     Result<DeviceBuffer> take(uint64_t bytes);
 
    private:
     const SharedRegion& region_;
-    uint64_t offset_ = 0;
+    uint64_t offset_;
   };
-  Carver carver() const { return Carver(*this); }
+  // From offset `from` (a multiple of 256; 0: the start).
+  Carver carver(uint64_t from = 0) const { return Carver(*this, from); }
   uint64_t bytes() const { return buffer_.bytes(); }
   void* data() const { return buffer_.data(); }
 

@@ -132,11 +132,11 @@ Result<VisionEncoder> VisionEncoder::describe(const VisionConfig& config,
   return prepare(config, nullptr, std::move(images));
 }
 
-uint64_t VisionEncoder::work_bytes() {
+uint64_t VisionEncoder::carved_bytes(bool outputs) {
   uint64_t total = 0;
   // The lambda never fails: for_each_buffer's status is always ok here.
   (void)for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols, DType dtype) -> Status {
-    if (!is_output(buf)) {
+    if (is_output(buf) == outputs) {
       total += SharedRegion::carved_bytes(static_cast<uint64_t>(rows * cols) * dtype_size(dtype));
     }
     return Status::ok_status();
@@ -144,17 +144,37 @@ uint64_t VisionEncoder::work_bytes() {
   return total;
 }
 
+uint64_t VisionEncoder::work_bytes() {
+  return carved_bytes(false);
+}
+
+uint64_t VisionEncoder::output_bytes() {
+  return carved_bytes(true);
+}
+
 Result<VisionEncoder> VisionEncoder::create(const VisionConfig& config, Backend& backend,
-                                            std::vector<ImageGeometry> images, SharedRegion* work) {
+                                            std::vector<ImageGeometry> images, SharedRegion* work,
+                                            bool outputs_at_tail) {
   FERRY_ASSIGN_OR_RETURN(VisionEncoder e, prepare(config, &backend, std::move(images)));
-  std::optional<SharedRegion::Carver> carve;
-  if (work != nullptr) carve.emplace(work->carver());
+  std::optional<SharedRegion::Carver> carve, tail;
+  if (work != nullptr) {
+    carve.emplace(work->carver());
+    const uint64_t outputs = e.output_bytes();
+    if (outputs_at_tail) {
+      if (outputs > work->bytes()) {
+        return make_error(ErrorCode::internal, "vision: the shared region cannot hold the outputs");
+      }
+      tail.emplace(work->carver(work->bytes() - outputs));
+    }
+  }
   FERRY_RETURN_IF_ERROR(
       e.for_each_buffer([&](DeviceBuffer& buf, int64_t rows, int64_t cols, DType dtype) -> Status {
-        if (carve && !e.is_output(buf)) {
-          // Sizes were checked when work_bytes laid the same buffers out.
+        const bool output = e.is_output(buf);
+        std::optional<SharedRegion::Carver>& from = output ? tail : carve;
+        if (from) {
+          // Sizes were checked when work_bytes / output_bytes laid the same buffers out.
           FERRY_ASSIGN_OR_RETURN(
-              buf, carve->take(static_cast<uint64_t>(rows * cols) * dtype_size(dtype)));
+              buf, from->take(static_cast<uint64_t>(rows * cols) * dtype_size(dtype)));
         } else {
           FERRY_ASSIGN_OR_RETURN(buf,
                                  allocate_matrix(backend, rows, cols, dtype, "vision activations"));

@@ -32,17 +32,20 @@ class VisionEncoder {
  public:
   // Checks the geometry against the config and allocates every activation buffer up front.
   // `work`: carve the working buffers (all but the image embeddings and deepstack features,
-  // which the prefill reads) from this region, shared with the text decoder's activations
-  // (model/shared_region.h), instead of allocating them.
+  // which the prefill reads) from the start of this region, shared with the text decoder's
+  // activations (model/shared_region.h), instead of allocating them; `outputs_at_tail`: carve
+  // the outputs too, from the region's last output_bytes() (which the caller keeps clear of the
+  // text decoder's share), so that the whole region is idle once prefill has read them.
   static Result<VisionEncoder> create(const VisionConfig& config, Backend& backend,
                                       std::vector<ImageGeometry> images,
-                                      SharedRegion* work = nullptr);
+                                      SharedRegion* work = nullptr, bool outputs_at_tail = false);
   // The encoder's checks and geometry without any buffer (tokens_per_image, merged_grids and
   // work_bytes answer; nothing runs on it).
   static Result<VisionEncoder> describe(const VisionConfig& config,
                                         std::vector<ImageGeometry> images);
-  // The bytes create() carves from `work`.
+  // The bytes create() carves from `work` for its working buffers, and for its outputs.
   uint64_t work_bytes();
+  uint64_t output_bytes();
 
   VisionEncoder(VisionEncoder&&) noexcept = default;
   VisionEncoder& operator=(VisionEncoder&&) noexcept = default;
@@ -81,6 +84,8 @@ class VisionEncoder {
  private:
   Status check_outputs(Stream& stream);
   VisionEncoder() = default;
+  // The carved bytes of the output buffers (true) or of the others.
+  uint64_t carved_bytes(bool outputs);
   // Checks and geometry, no buffers (backend may be null: work_bytes).
   static Result<VisionEncoder> prepare(const VisionConfig& config, Backend* backend,
                                        std::vector<ImageGeometry> images);

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <string>
 
+#include "plan/knapsack.h"
+
 namespace ferry {
 
 namespace {
@@ -187,18 +189,20 @@ Plan with_lent_cache(Plan plan, std::span<const Call> calls, std::span<const uin
       candidates.push_back(g);
     }
   }
-  auto worth = [&](size_t g) {
-    return static_cast<double>(uses[g] - 1) * dma_s[g] / static_cast<double>(group_bytes[g]);
-  };
+  // Waves: runs of candidates (by first call) whose lifetimes all overlap one another, so all
+  // of them are in use at once (decode's text parts; then the expert's layers). Each wave's
+  // entries are chosen by a knapsack over the whole region (the link time they spare), then
+  // placed largest first at the lowest offset free of every entry placed so far whose lifetime
+  // overlaps.
   std::stable_sort(candidates.begin(), candidates.end(),
-                   [&](size_t a, size_t b) { return worth(a) > worth(b); });
+                   [&](size_t a, size_t b) { return first[a] < first[b]; });
   struct Placed {
     uint64_t begin, end;
     int32_t first, last;
   };
   std::vector<Placed> placed;
   std::vector<std::pair<uint64_t, uint64_t>> busy;
-  for (size_t g : candidates) {
+  auto place = [&](size_t g) {
     const uint64_t size = align_group_bytes(group_bytes[g]);
     busy.clear();
     for (const Placed& p : placed) {
@@ -210,9 +214,31 @@ Plan with_lent_cache(Plan plan, std::span<const Call> calls, std::span<const uin
       if (offset + size <= b) break;
       offset = std::max(offset, e);
     }
-    if (offset + size > lent_bytes) continue;
+    if (offset + size > lent_bytes) return;
     placed.push_back({offset, offset + size, first[g], last[g]});
     plan.cached.push_back({static_cast<int>(g), offset});
+  };
+  size_t begin = 0;
+  while (begin < candidates.size()) {
+    size_t end = begin + 1;
+    int32_t min_last = last[candidates[begin]];
+    while (end < candidates.size() && first[candidates[end]] <= min_last) {
+      min_last = std::min(min_last, last[candidates[end]]);
+      ++end;
+    }
+    std::vector<KnapsackItem> items;
+    for (size_t k = begin; k < end; ++k) {
+      const size_t g = candidates[k];
+      items.push_back(
+          {align_group_bytes(group_bytes[g]), static_cast<double>(uses[g] - 1) * dma_s[g]});
+    }
+    const KnapsackResult chosen = solve_knapsack(items, lent_bytes, /*round_up=*/true);
+    std::vector<size_t> wave;
+    for (size_t c : chosen.chosen) wave.push_back(candidates[begin + c]);
+    std::stable_sort(wave.begin(), wave.end(),
+                     [&](size_t a, size_t b) { return group_bytes[a] > group_bytes[b]; });
+    for (size_t g : wave) place(g);
+    begin = end;
   }
   std::sort(plan.cached.begin(), plan.cached.end(),
             [](const CacheEntry& a, const CacheEntry& b) { return a.group < b.group; });

@@ -72,10 +72,11 @@ CopyOrder copy_order_unchecked(const Plan& plan, std::span<const Call> calls,
 Status check_lent_cache(const Plan& plan, std::span<const Call> calls,
                         std::span<const uint64_t> group_bytes, uint64_t lent_bytes);
 
-// Entries for `plan` in a region of `lent_bytes`, chosen greedily: candidates are the streamed
-// groups with two or more calls in the window, taken by link time saved per byte ((window calls
-// - 1) × C_DMA / bytes; ties by group order), each placed at the lowest offset free of the
-// entries already placed whose lifetimes overlap its own. Replaces plan.cached.
+// Entries for `plan` in a region of `lent_bytes`: candidates are the streamed groups with two or
+// more calls in the window; runs of them (by first call) whose lifetimes all overlap are chosen
+// by a knapsack over the region (value: the link time they spare, (window calls - 1) × C_DMA),
+// and each chosen group, largest first, is placed at the lowest offset free of the entries
+// already placed whose lifetimes overlap its own (dropped if none is). Replaces plan.cached.
 Plan with_lent_cache(Plan plan, std::span<const Call> calls, std::span<const uint64_t> group_bytes,
                      std::span<const double> dma_s, uint64_t lent_bytes);
 
