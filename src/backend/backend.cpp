@@ -131,6 +131,26 @@ Status Backend::reserve(uint64_t bytes) {
   return Status();
 }
 
+Status Backend::release_reservation() {
+  MemoryState& m = *memory_;
+  RawDeviceMemory region;
+  {
+    std::lock_guard lock(m.mutex);
+    if (!m.arena) return Status();
+    for (const auto& [p, l] : m.live) {
+      if (l.release == nullptr) {
+        return make_error(ErrorCode::internal, std::string(name()) + ": " + mib(l.bytes) + " of " +
+                                                   l.purpose + " still held in the region");
+      }
+    }
+    region = m.region;
+    m.region = {};
+    m.arena.reset();
+  }
+  if (region.data != nullptr && region.release != nullptr) region.release(region.data);
+  return Status();
+}
+
 MemoryLedger Backend::ledger() const {
   const MemoryState& m = *memory_;
   std::lock_guard lock(m.mutex);

@@ -172,6 +172,9 @@ class Backend {
   // hands out (allocate, stream workspaces, op scratch) is carved from it, so the region is a
   // hard budget. Fails when memory is already allocated or a region is already reserved.
   virtual Status reserve(uint64_t bytes);
+  // Gives the region back (a session that failed to open). Fails while anything carved from it
+  // is still held; nothing to do without one.
+  Status release_reservation();
   virtual MemoryLedger ledger() const;
   // Device memory this process holds as the driver counts it (context, loaded code, every
   // allocation): the view from outside ferry's own books that a budget is checked against.

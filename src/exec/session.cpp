@@ -34,30 +34,59 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   const Clock::time_point t0 = Clock::now();
   Clock::time_point last = t0;
   FERRY_RETURN_IF_ERROR(checkpoint.check_unchanged());
+  // A session that fails to open gives the budget's region back once its buffers are gone
+  // (declared before `s`, so destroyed after it), and the backend can open another.
+  struct ReleaseOnError {
+    Backend& backend;
+    bool armed = false;
+    ~ReleaseOnError() {
+      if (armed) (void)backend.release_reservation();  // the open's own error says enough
+    }
+  } release{backend};
   std::unique_ptr<Session> s(new Session());
   StartTimes& times = s->start_;
   s->backend_ = &backend;
   s->checkpoint_ = &checkpoint;
-  // The host tier first: whether kernels can read it in place decides where the embedding goes.
-  // Its first piece is registered now, the rest on a thread while the plan is chosen and the
+  // The budget's region first, before the host tier's registration thread starts: reserving
+  // ~15 GB maps device memory into the process, which waits on every page-pinning call of the
+  // registration (they share the process's memory-map lock) and took up to 0.5 s beside it on
+  // the H200. Its size assumes the tier will be read in place (the registered path, the usual
+  // case), whose page tables stay outside it; a tier that is not gets a plan 0.05 GB smaller.
+  const uint64_t runtime = runtime_bytes_now(backend);
+  FERRY_ASSIGN_OR_RETURN(const std::optional<uint64_t> vram, resolve_vram(backend, options));
+  const uint64_t tables = runtime > 0 ? host_page_table_bytes(weights.total_bytes()) : 0;
+  bool reserved = false;
+  if (vram && *vram > runtime + tables) {
+    // Everything ferry allocates from here on is carved from this one region.
+    // The runtime and the registered tier's page tables stay outside it.
+    FERRY_RETURN_IF_ERROR(backend.reserve(*vram - runtime - tables));
+    reserved = true;
+    release.armed = true;
+  }
+  s->stream_ = backend.create_stream();
+  times.reserve_s = lap(last);
+  // The host tier: whether kernels can read it in place decides where the embedding goes. Its
+  // first piece is registered now, the rest on a thread while the plan is chosen and the
   // resident groups are copied in.
   FERRY_ASSIGN_OR_RETURN(s->tier_, HostTier::open(backend, checkpoint, options.host_path,
                                                   options.streaming.bounce, options.registration));
   times.tier_s = lap(last);
-  const uint64_t runtime = runtime_bytes_now(backend);
-  FERRY_ASSIGN_OR_RETURN(s->planned_, plan_session_full(backend, config, weights, workload, options,
-                                                        runtime, s->tier_.readable_in_place()));
+  SessionOptions planning = options;
+  planning.vram = vram;
+  planning.vram_auto = false;
+  if (vram && !s->tier_.readable_in_place()) *planning.vram -= std::min(*vram, tables);
+  FERRY_ASSIGN_OR_RETURN(s->planned_,
+                         plan_session_full(backend, config, weights, workload, planning, runtime,
+                                           s->tier_.readable_in_place()));
   times.plan_s = lap(last);
   times.plan_context_s = s->planned_.context_s;
   times.plan_choose_s = s->planned_.choose_s;
   times.plan_evaluations = s->planned_.evaluations;
-  if (const std::optional<uint64_t> vram = s->planned_.vram) {
-    // Everything ferry allocates from here on is carved from this one region.
-    // The runtime and the registered tier's page tables stay outside it.
-    FERRY_RETURN_IF_ERROR(backend.reserve(*vram - runtime - s->planned_.host_page_tables));
+  if (vram && !reserved) {
+    // Too small for the runtime and the page tables: planning has said so already; a plan that
+    // passed anyway is refused here rather than run outside the budget.
+    return make_error(ErrorCode::out_of_memory, "--vram is too small for the runtime alone");
   }
-  s->stream_ = backend.create_stream();
-  times.reserve_s = lap(last);
   auto provider = StreamingProvider::create(backend, *s->stream_, weights, s->tier_,
                                             s->planned_.plan, options.streaming);
   if (!provider.ok() && s->tier_.registration_failed()) {
@@ -67,9 +96,9 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
     const bool in_place = s->tier_.readable_in_place();
     FERRY_RETURN_IF_ERROR(s->tier_.fall_back(backend, options.host_path, options.streaming.bounce));
     if (s->tier_.readable_in_place() != in_place) {
-      SessionOptions again = options;
-      again.vram = s->planned_.vram;  // the budget already reserved, --vram auto resolved
-      again.vram_auto = false;
+      SessionOptions again = planning;
+      // The region was reserved with the page tables of a tier read in place set apart.
+      if (vram) again.vram = *vram - std::min(*vram, tables);
       FERRY_ASSIGN_OR_RETURN(s->planned_,
                              plan_session_full(backend, config, weights, workload, again, runtime,
                                                s->tier_.readable_in_place()));
@@ -100,6 +129,7 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   times.register_threads = reg.threads;
   times.register_bytes = reg.bytes;
   times.open_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  release.armed = false;
   return s;
 }
 

@@ -147,13 +147,19 @@ TEST(PlannerSessionOptions, ModeSlotsAndProfile) {
   ASSERT_TRUE(plain.ok());
   EXPECT_GT((*s)->planned().prediction.total_s, plain->prediction.total_s);
 
-  // A profile of another model is refused.
+  // A profile of another model is refused; the failed open gives the budget's region back, so
+  // the same backend opens the next session.
   Profile other = ctx->profile;
   other.groups.pop_back();
   o.plan.profile = other;
-  auto refused = m.open(*backend, o);
+  auto fresh = create_cpu_backend();
+  auto refused = m.open(*fresh, o);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("profile"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(fresh->ledger().reserved, 0u);
+  o.plan.profile = slow;
+  auto again = m.open(*fresh, o);
+  EXPECT_TRUE(again.ok()) << again.error().to_string();
 }
 
 TEST(PlannerSessionOptions, AutomaticBudgetOnTheCpu) {
