@@ -623,6 +623,54 @@ stage_session6a() {
   stage_start_pieces
 }
 
+# Second call: the vision outputs lent too and the knapsack packing. CUDA tests; a fresh
+# profile; outputs at 15/8/2.5 GiB against all-resident with outside peaks; 15 and 8 GiB benched
+# in two processes each; the measured sweep; Qwen3-8B's top three sweep budgets.
+stage_session6b() {
+  local m="$models/alpamayo-r1-10b" v k
+  step cuda_tests 200 "$build/tests/ferry_cuda_tests" --gtest_brief=1
+  planned_profile alpamayo-r1-10b ar1
+  step run_resident_ar1 200 "$build/ferry" run --model "$m" --json --quiet
+  for v in 15GiB 8GiB 2.5GiB; do
+    step "run_lent_ar1_$v" 200 watched "run_lent_ar1_$v" "$build/ferry" run --model "$m" --json \
+      --quiet --vram "$v" --profile "$LOGS/ar1.profile.json"
+    step "same_lent_ar1_$v" 10 same_as "$LOGS/run_resident_ar1.log" "$LOGS/run_lent_ar1_$v.log"
+  done
+  for v in 15GiB 8GiB; do
+    for k in 1 2; do
+      step "bench_lent${k}_ar1_$v" 200 watched "bench_lent${k}_ar1_$v" "$build/ferry" bench \
+        --model "$m" --runs 3 --warmup 1 --json --quiet --vram "$v" \
+        --profile "$LOGS/ar1.profile.json"
+    done
+  done
+  measured_sweep_ar1
+  planned_profile qwen3-8b 8b "${qwen_workload[@]}"
+  step bench_top_8b 300 "$build/ferry" bench --model "$models/qwen3-8b" \
+    --sweep 13369103706,14726874272,16084644838 --profile "$LOGS/8b.profile.json" --runs 1 \
+    --warmup 1 --quiet --json "${qwen_workload[@]}"
+  cp "$LOGS/bench_top_8b.log" "$OUT/bench_top_8b.json" 2>/dev/null
+}
+
+# Third call: the start with the budget's region reserved before the registration starts
+# (several runs, and 64 MiB pieces), then 15 and 8 GiB benched with a carried profile
+# (.gpu/ar1.profile.json, call 2's) beside transformers + Accelerate at 15 GiB (one timed run).
+stage_session6c() {
+  local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
+    --image-size 320x576 --prompt-tokens 3007 --tokens 21) k v
+  stage_start_quick
+  for k in 3 4; do step "start_overlap$k" 300 "$build/ferry" run --model "$m" "${args[@]}"; done
+  step start_piece_64MiB 300 "$build/ferry" run --model "$m" "${args[@]}" --register-piece 64MiB
+  step same_start_piece_64MiB 10 same_as "$LOGS/start_serial.log" "$LOGS/start_piece_64MiB.log"
+  start_table "$LOGS"/start_serial.log "$LOGS"/start_overlap*.log "$LOGS"/start_piece_*.log |
+    tee "$OUT/start_ar1.txt"
+  for v in 15GiB 8GiB; do
+    step "bench_side_ar1_$v" 200 watched "bench_side_ar1_$v" "$build/ferry" bench --model "$m" \
+      --runs 3 --warmup 1 --json --quiet --vram "$v" --profile "${FERRY_PREBUILT:-.gpu}/ar1.profile.json"
+  done
+  step peer_vram_15GiB 450 python3 bench/peer_transformers.py --model "$m" --runs 1 --warmup 0 \
+    --max-memory 15GiB --json
+}
+
 # The start in a short device budget and its table.
 start_quick_table() {
   stage_start_quick
