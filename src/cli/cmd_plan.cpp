@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/plan_report.h"
 #include "cli/session_args.h"
+#include "cli/size_arg.h"
 #include "cli/workload_args.h"
 #include "core/units.h"
 #include "exec/session_plan.h"
@@ -35,6 +36,7 @@ struct PlanArgs {
   bool sweep = false;
   int sweep_points = 12;
   std::string plot;
+  std::string runtime;  // --runtime SIZE: the device runtime's share to set apart
 };
 
 const Reporter report{"plan"};
@@ -130,8 +132,17 @@ void plan(const PlanArgs& a) {
   const Workload w = report.check(reference_workload(a.workload, m.config));
   const SessionOptions so = report.check(session_options(a.session, weights, InferenceOptions{}));
   std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
-  const PlanningContext ctx =
+  PlanningContext ctx =
       report.check(planning_context_now(*backend, m.config, weights, m.checkpoint, w, so));
+  if (!a.runtime.empty()) {
+    // Another device's runtime and stream workspaces (this backend's own are not counted), and
+    // the page tables a registered tier takes there.
+    const Result<uint64_t> runtime = parse_size(a.runtime);
+    if (!runtime.ok()) report.fail("--runtime: " + runtime.error().message);
+    if (*runtime == 0) report.fail("--runtime must be more than 0 bytes");
+    ctx =
+        report.check(planning_context(*backend, m.config, weights, w, so, *runtime, ctx.in_place));
+  }
   if (a.sweep) {
     if (!a.out.empty()) report.fail("--out writes one plan: give --vram instead of --sweep");
     if (so.vram || so.vram_auto)
@@ -214,6 +225,12 @@ void add_plan_command(CLI::App& app) {
   add_int_option(cmd, "--sweep-points", &args->sweep_points, 2, 1000, "Budgets in the sweep")
       ->default_str(std::to_string(args->sweep_points));
   cmd->add_option("--plot", args->plot, "With --sweep: an SVG of predicted time and T_lb")
+      ->check(not_empty());
+  cmd->add_option("--runtime", args->runtime,
+                  "Plan for a device whose runtime and stream workspaces take SIZE beside ferry's "
+                  "buffers (its plan's memory line: 466MiB on the H200, runtime 418 + stream "
+                  "workspaces 48) and whose registered checkpoint needs page tables: a GPU's plan, "
+                  "made on another machine (default: what this backend holds now)")
       ->check(not_empty());
   cmd->callback([args] { plan(*args); });
 }

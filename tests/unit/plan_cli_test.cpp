@@ -101,6 +101,28 @@ TEST_F(PlanCli, APlannedRunGivesTheAllResidentBytes) {
   EXPECT_EQ(planned["plan"]["slots"], p["plan"]["slots"]);
 }
 
+// --runtime plans for another device: its runtime and the registered tier's page tables are set
+// apart, so less is left for weights than on this backend, which sets none apart.
+TEST_F(PlanCli, AnotherDevicesRuntimeIsSetApart) {
+  const uint64_t vram = middle_budget();
+  ASSERT_GT(vram, 0u);
+  const std::string v = " --vram " + std::to_string(vram + (8u << 20));
+  const nlohmann::json here = ok_json("plan" + model() + kWorkload + v + " --json");
+  const nlohmann::json there = ok_json("plan" + model() + kWorkload + v + " --runtime 8MiB --json");
+  EXPECT_FALSE(here["plan"]["memory"].contains("runtime"));
+  EXPECT_EQ(there["plan"]["memory"]["runtime"].get<uint64_t>(), 8u << 20);
+  EXPECT_GT(there["plan"]["memory"]["host page tables"].get<uint64_t>(), 0u);
+  EXPECT_EQ(there["fixed_bytes"].get<uint64_t>(),
+            here["fixed_bytes"].get<uint64_t>() + (8u << 20) +
+                there["plan"]["memory"]["host page tables"].get<uint64_t>());
+  EXPECT_LE(there["plan"]["memory"]["total"].get<uint64_t>(), vram + (8u << 20));
+  for (const char* bad : {" --runtime 0", " --runtime lots"}) {
+    const testing::CliRun r = testing::run_ferry("plan" + model() + kWorkload + v + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find("--runtime"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(PlanCli, TheSweepNeverRisesAndIsPlotted) {
   const nlohmann::json s =
       ok_json("plan" + model() + kWorkload + " --sweep --json --plot " + file("sweep.svg"));
