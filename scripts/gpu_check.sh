@@ -602,8 +602,10 @@ stage_session5e() {
 # after prefill). The CUDA unit tests; a fresh profile; outputs at 15/8/2.5 GiB against the
 # all-resident run with outside peaks; 15 and 8 GiB benched with and without the cache; the
 # measured sweep; the start with other registration pieces.
-stage_session6a() {
-  local m="$models/alpamayo-r1-10b" v c
+# The CUDA unit tests, a fresh profile of Alpamayo, and its planned runs at 15/8/2.5 GiB against
+# the all-resident run, peaks watched from outside.
+lent_outputs_ar1() {
+  local m="$models/alpamayo-r1-10b" v
   step cuda_tests 200 "$build/tests/ferry_cuda_tests" --gtest_brief=1
   planned_profile alpamayo-r1-10b ar1
   step run_resident_ar1 200 "$build/ferry" run --model "$m" --json --quiet
@@ -612,12 +614,19 @@ stage_session6a() {
       --quiet --vram "$v" --profile "$LOGS/ar1.profile.json"
     step "same_lent_ar1_$v" 10 same_as "$LOGS/run_resident_ar1.log" "$LOGS/run_lent_ar1_$v.log"
   done
+}
+# bench_ar1_at NAME VRAM [FLAGS...]: one benched process with the fresh profile, peaks watched.
+bench_ar1_at() {
+  local name=$1 v=$2; shift 2
+  step "$name" 200 watched "$name" "$build/ferry" bench --model "$models/alpamayo-r1-10b" \
+    --runs 3 --warmup 1 --json --quiet --vram "$v" --profile "$LOGS/ar1.profile.json" "$@"
+}
+stage_session6a() {
+  local v
+  lent_outputs_ar1
   for v in 15GiB 8GiB; do
-    for c in lent nolent; do
-      step "bench_${c}_ar1_$v" 200 watched "bench_${c}_ar1_$v" "$build/ferry" bench --model "$m" \
-        --runs 3 --warmup 1 --json --quiet --vram "$v" --profile "$LOGS/ar1.profile.json" \
-        $([ "$c" = nolent ] && echo --no-lent-cache)
-    done
+    bench_ar1_at "bench_lent_ar1_$v" "$v"
+    bench_ar1_at "bench_nolent_ar1_$v" "$v" --no-lent-cache
   done
   measured_sweep_ar1
   stage_start_pieces
@@ -627,21 +636,10 @@ stage_session6a() {
 # profile; outputs at 15/8/2.5 GiB against all-resident with outside peaks; 15 and 8 GiB benched
 # in two processes each; the measured sweep; Qwen3-8B's top three sweep budgets.
 stage_session6b() {
-  local m="$models/alpamayo-r1-10b" v k
-  step cuda_tests 200 "$build/tests/ferry_cuda_tests" --gtest_brief=1
-  planned_profile alpamayo-r1-10b ar1
-  step run_resident_ar1 200 "$build/ferry" run --model "$m" --json --quiet
-  for v in 15GiB 8GiB 2.5GiB; do
-    step "run_lent_ar1_$v" 200 watched "run_lent_ar1_$v" "$build/ferry" run --model "$m" --json \
-      --quiet --vram "$v" --profile "$LOGS/ar1.profile.json"
-    step "same_lent_ar1_$v" 10 same_as "$LOGS/run_resident_ar1.log" "$LOGS/run_lent_ar1_$v.log"
-  done
+  local v k
+  lent_outputs_ar1
   for v in 15GiB 8GiB; do
-    for k in 1 2; do
-      step "bench_lent${k}_ar1_$v" 200 watched "bench_lent${k}_ar1_$v" "$build/ferry" bench \
-        --model "$m" --runs 3 --warmup 1 --json --quiet --vram "$v" \
-        --profile "$LOGS/ar1.profile.json"
-    done
+    for k in 1 2; do bench_ar1_at "bench_lent${k}_ar1_$v" "$v"; done
   done
   measured_sweep_ar1
   planned_profile qwen3-8b 8b "${qwen_workload[@]}"

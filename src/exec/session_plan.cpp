@@ -71,8 +71,10 @@ Result<Plan> explicit_plan(const ModelWeights& weights, const PlanRequest& req, 
   return p;
 }
 
-PlannerOptions planner_options(const PlanRequest& req) {
+// `lent_bytes`: the runner's idle region, which the planner may use unless the request says not.
+PlannerOptions planner_options(const PlanRequest& req, uint64_t lent_bytes) {
   PlannerOptions o;
+  if (req.lent_cache) o.lent_bytes = lent_bytes;
   const bool sequential = req.mode == StreamMode::sequential;
   o.allow_sequential = !req.mode_given || sequential;
   o.allow_pipelined = !req.mode_given || !sequential;
@@ -246,8 +248,7 @@ Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& co
   FERRY_ASSIGN_OR_RETURN(ctx.schedule, make_schedule(weights, ctx.calls, ctx.profile));
   // Where kernels cannot read the host tier, every group is resident or streamed.
   if (!in_place) ctx.schedule.host_allowed.assign(ctx.schedule.group_count(), false);
-  ctx.planner = planner_options(options.plan);
-  if (options.plan.lent_cache) ctx.planner.lent_bytes = ctx.lent_bytes;
+  ctx.planner = planner_options(options.plan, ctx.lent_bytes);
   return ctx;
 }
 
@@ -260,8 +261,7 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
     return make_error(ErrorCode::invalid_argument,
                       "give one of a plan file, --resident and --resident-count");
   }
-  PlannerOptions planner = planner_options(req);
-  if (req.lent_cache) planner.lent_bytes = ctx.lent_bytes;
+  const PlannerOptions planner = planner_options(req, ctx.lent_bytes);
   SessionPlan sp;
   sp.vram = vram;
   sp.profile_source = ctx.profile.source;

@@ -41,6 +41,7 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
   const size_t n = weights.groups.size();
   p->base_.assign(n, nullptr);
   p->copies_.resize(n);
+  for (const WeightGroup& g : weights.groups) p->group_bytes_.push_back(g.bytes);
   std::vector<size_t> resident;
   std::vector<HostCopy> first;  // the resident groups' ranges: registered before the rest
   for (size_t i = 0; i < n; ++i) {
@@ -145,9 +146,7 @@ Status StreamingProvider::measure_host_rate(Stream& stream) {
 }
 
 Status StreamingProvider::lend(void* data, uint64_t bytes) {
-  std::vector<uint64_t> group_bytes;
-  for (const WeightGroup& g : weights_.groups) group_bytes.push_back(g.bytes);
-  const uint64_t need = lent_bytes_needed(plan_, group_bytes);
+  const uint64_t need = lent_bytes_needed(plan_, group_bytes_);
   if (need > bytes || (need > 0 && data == nullptr)) {
     return make_error(ErrorCode::invalid_argument,
                       "streaming: the plan's lent cache needs " + std::to_string(need) +
@@ -161,14 +160,12 @@ Status StreamingProvider::lend(void* data, uint64_t bytes) {
 
 Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
   calls_.assign(calls.begin(), calls.end());
-  std::vector<uint64_t> group_bytes;
-  for (const WeightGroup& g : weights_.groups) group_bytes.push_back(g.bytes);
-  Result<CopyOrder> order = copy_order(plan_, calls_, group_bytes);
+  Result<CopyOrder> order = copy_order(plan_, calls_, group_bytes_);
   if (!order.ok()) {
     return make_error(ErrorCode::internal, "streaming: " + order.error().message);
   }
   order_ = std::move(*order);
-  if (lent_bytes_needed(plan_, group_bytes) > lent_bytes_) {
+  if (lent_bytes_needed(plan_, group_bytes_) > lent_bytes_) {
     return make_error(ErrorCode::internal,
                       "streaming: the plan caches groups in the runner's idle region, and none "
                       "(or too little) was lent");
@@ -345,11 +342,8 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
     return base_[g];
   }
   if (kind == CopyKind::hit) {
-    const auto e = static_cast<size_t>(
-        std::find_if(plan_.cached.begin(), plan_.cached.end(),
-                     [&](const CacheEntry& c) { return c.group == call.group; }) -
-        plan_.cached.begin());
-    if (e >= plan_.cached.size() || !entry_filled_[e]) {
+    const auto e = static_cast<size_t>(order_.entry[next_call_]);
+    if (!entry_filled_[e]) {
       return make_error(ErrorCode::internal, "streaming: " + weights_.groups[g].name +
                                                  " is read from the lent cache before its fill");
     }

@@ -152,6 +152,7 @@ class StreamingProvider final : public GroupProvider {
   std::vector<void*> base_;                    // resident or in-place address; null if streamed
   std::vector<DeviceBuffer> resident_;         // one per resident group
   std::vector<std::vector<HostCopy>> copies_;  // per streamed group
+  std::vector<uint64_t> group_bytes_;          // per group: its bytes (for the copy order)
   std::vector<Slot> slots_;
   std::unique_ptr<Stream> copy_stream_;
   // The lent cache: the region, and per entry its DMA-done event, its bounce ticket and whether

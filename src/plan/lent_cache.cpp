@@ -1,7 +1,7 @@
 #include "plan/lent_cache.h"
 
 #include <algorithm>
-#include <numeric>
+#include <array>
 #include <string>
 
 #include "plan/knapsack.h"
@@ -18,24 +18,28 @@ uint64_t entry_end(const CacheEntry& e, std::span<const uint64_t> group_bytes) {
   return e.offset + group_bytes[static_cast<size_t>(e.group)];
 }
 
-// `check` set: the errors copy_order promises; null: the plan is trusted.
-CopyOrder build(const Plan& plan, std::span<const Call> calls,
-                std::span<const uint64_t> group_bytes, Status* check) {
-  CopyOrder o;
+// Fills `o` (reusing its storage: the predictor builds one per prediction). `check` set: the
+// errors copy_order promises, and `o` is left part-built on one; null: the plan is trusted.
+void build(CopyOrder& o, const Plan& plan, std::span<const Call> calls,
+           std::span<const uint64_t> group_bytes, Status* check) {
   const size_t n = calls.size();
   o.kind.assign(n, CopyKind::none);
   o.item.assign(n, -1);
+  o.entry.assign(n, -1);
+  o.items.clear();
   o.window = lent_window_start(calls);
   const size_t entries = plan.cached.size();
-  std::vector<int32_t> entry_of(group_bytes.size(), -1);
+  // Per group, its entry (-1: none); not needed, and not made, without entries.
+  std::vector<int32_t> entry_of(entries > 0 ? group_bytes.size() : 0, -1);
+  auto entry_of_group = [&](size_t g) { return entries > 0 ? entry_of[g] : -1; };
   for (size_t e = 0; e < entries; ++e) {
     const auto g = static_cast<size_t>(plan.cached[e].group);
     if (g < entry_of.size()) entry_of[g] = static_cast<int32_t>(e);
   }
   o.entry_first.assign(entries, -1);
   o.entry_last.assign(entries, -1);
-  for (size_t i = o.window; i < n; ++i) {
-    const int32_t e = entry_of[static_cast<size_t>(calls[i].group)];
+  for (size_t i = o.window; i < n && entries > 0; ++i) {
+    const int32_t e = entry_of_group(static_cast<size_t>(calls[i].group));
     if (e < 0) continue;
     if (o.entry_first[static_cast<size_t>(e)] < 0) {
       o.entry_first[static_cast<size_t>(e)] = static_cast<int32_t>(i);
@@ -55,7 +59,7 @@ CopyOrder build(const Plan& plan, std::span<const Call> calls,
                             "plan: group #" + std::to_string(plan.cached[a].group) +
                                 " is cached in the lent region but has no call after the last "
                                 "vision or prefill call");
-        return o;
+        return;
       }
       for (size_t b = a + 1; b < entries; ++b) {
         const bool at_once =
@@ -65,21 +69,28 @@ CopyOrder build(const Plan& plan, std::span<const Call> calls,
                               "plan: groups #" + std::to_string(plan.cached[a].group) + " and #" +
                                   std::to_string(plan.cached[b].group) +
                                   " share lent bytes while both are in use");
-          return o;
+          return;
         }
       }
     }
   }
-  const int slots = plan.mode == StreamMode::sequential ? 1 : std::max(plan.slots, 1);
-  std::vector<uint32_t> ring_calls;
+  // The last `slots` ring copies' calls, by ring index mod slots (validate_plan: at most 64).
+  constexpr size_t kMaxSlots = 64;
+  const size_t slots =
+      plan.mode == StreamMode::sequential
+          ? 1
+          : std::clamp<size_t>(static_cast<size_t>(std::max(plan.slots, 1)), 1, kMaxSlots);
+  std::array<uint32_t, kMaxSlots> ring_calls{};
+  size_t ring = 0;  // ring copies so far
   for (size_t i = 0; i < n; ++i) {
     const auto g = static_cast<size_t>(calls[i].group);
     if (plan.placement[g] != Placement::streamed) continue;
     CopyItem item;
     item.call = static_cast<uint32_t>(i);
-    const int32_t e = i >= o.window ? entry_of[g] : -1;
+    const int32_t e = i >= o.window ? entry_of_group(g) : -1;
     if (e >= 0) {
       const auto eu = static_cast<size_t>(e);
+      o.entry[i] = e;
       if (o.entry_first[eu] != static_cast<int32_t>(i)) {
         o.kind[i] = CopyKind::hit;
         continue;
@@ -95,17 +106,15 @@ CopyOrder build(const Plan& plan, std::span<const Call> calls,
       }
     } else {
       o.kind[i] = CopyKind::ring;
-      const size_t r = ring_calls.size();
-      item.slot = static_cast<int32_t>(r % static_cast<size_t>(slots));
-      if (r >= static_cast<size_t>(slots)) {
-        item.after = static_cast<int32_t>(ring_calls[r - static_cast<size_t>(slots)]);
-      }
-      ring_calls.push_back(static_cast<uint32_t>(i));
+      const size_t slot = ring % slots;
+      item.slot = static_cast<int32_t>(slot);
+      if (ring >= slots) item.after = static_cast<int32_t>(ring_calls[slot]);  // its previous user
+      ring_calls[slot] = static_cast<uint32_t>(i);
+      ++ring;
     }
     o.item[i] = static_cast<int32_t>(o.items.size());
     o.items.push_back(item);
   }
-  return o;
 }
 
 }  // namespace
@@ -144,14 +153,15 @@ Result<CopyOrder> copy_order(const Plan& plan, std::span<const Call> calls,
     }
   }
   Status check;
-  CopyOrder o = build(plan, calls, group_bytes, &check);
+  CopyOrder o;
+  build(o, plan, calls, group_bytes, &check);
   FERRY_RETURN_IF_ERROR(check);
   return o;
 }
 
-CopyOrder copy_order_unchecked(const Plan& plan, std::span<const Call> calls,
-                               std::span<const uint64_t> group_bytes) {
-  return build(plan, calls, group_bytes, nullptr);
+void copy_order_into(CopyOrder& out, const Plan& plan, std::span<const Call> calls,
+                     std::span<const uint64_t> group_bytes) {
+  build(out, plan, calls, group_bytes, nullptr);
 }
 
 Status check_lent_cache(const Plan& plan, std::span<const Call> calls,

@@ -51,9 +51,10 @@ struct CopyItem {
 };
 
 struct CopyOrder {
-  std::vector<CopyKind> kind;                    // per call
-  std::vector<int32_t> item;                     // per call: its copy's index in `items` (-1: none)
-  std::vector<CopyItem> items;                   // every copy of an inference, in call order
+  std::vector<CopyKind> kind;   // per call
+  std::vector<int32_t> item;    // per call: its copy's index in `items` (-1: none)
+  std::vector<int32_t> entry;   // per call: its plan.cached entry (fills and hits; -1: none)
+  std::vector<CopyItem> items;  // every copy of an inference, in call order
   std::vector<int32_t> entry_first, entry_last;  // per entry: its first and last window call
   size_t window = 0;                             // lent_window_start
 };
@@ -63,9 +64,10 @@ struct CopyOrder {
 // ring is one slot and `after` is not used (copies run on the compute stream).
 Result<CopyOrder> copy_order(const Plan& plan, std::span<const Call> calls,
                              std::span<const uint64_t> group_bytes);
-// The same without the checks (the predictor's hot path; the plan is known valid).
-CopyOrder copy_order_unchecked(const Plan& plan, std::span<const Call> calls,
-                               std::span<const uint64_t> group_bytes);
+// The same without the checks, into `out`'s storage (the predictor's hot path builds one per
+// prediction; the plan is known valid).
+void copy_order_into(CopyOrder& out, const Plan& plan, std::span<const Call> calls,
+                     std::span<const uint64_t> group_bytes);
 
 // Checks a plan's entries against the calls and the region lent: copy_order's checks, and
 // lent_bytes_needed <= lent_bytes.

@@ -48,10 +48,14 @@ double end_of_work(double start, double alone, double copying, const Intervals& 
 template <class OnCall>
 double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   const bool sequential = plan.mode == StreamMode::sequential;
-  const CopyOrder order = copy_order_unchecked(plan, s.calls, s.bytes);
+  // Storage kept per thread: the planner runs tens of thousands of predictions a plan.
+  thread_local CopyOrder order;
+  thread_local std::vector<double> compute_end;
+  thread_local Intervals copies;
+  copy_order_into(order, plan, s.calls, s.bytes);
   const std::vector<CopyItem>& items = order.items;
-  std::vector<double> compute_end(s.calls.size(), 0.0);
-  Intervals copies(items.size());
+  compute_end.assign(s.calls.size(), 0.0);
+  copies.resize(items.size());
   double host_clock = 0;
   double prev_end = 0;
   double copy_free = 0;
