@@ -33,6 +33,7 @@ struct ProbeArgs {
   std::string vram;
   std::string host_path = "auto";
   std::string save;
+  std::string storage_bytes = "2GiB";
   int passes = 3;
   bool json = false;
 };
@@ -197,10 +198,11 @@ ModelProbe probe_model(Backend& backend, const ProbeArgs& a) {
   o.passes = a.passes;
   const std::optional<HostPath> path = parse_host_path(a.host_path);
   if (!path) {
-    report.fail("--host-path: expected auto, registered, bounce or pageable, got '" + a.host_path +
-                "'");
+    report.fail("--host-path: expected auto, registered, bounce, pageable or storage, got '" +
+                a.host_path + "'");
   }
   o.host_path = *path;
+  o.storage_bytes = report.check(parse_size(a.storage_bytes));
   ModelProbe p;
   p.result = report.check(probe_byte_paths(backend, m.weights, m.checkpoint, a.model, o));
   // The capacity gate: resident room beside what every plan needs (runtime, activations,
@@ -247,6 +249,7 @@ nlohmann::ordered_json model_json(const ModelProbe& p) {
   j["rates"] = rates;
   j["stream_bounce"] = rate_json(r.stream_bounce);
   j["resident_load"] = rate_json(r.resident_load);
+  j["storage"] = rate_json(r.storage);
   j["resident_room"] = {{"budget", p.budget}, {"every_group_streamed", p.fixed}, {"room", p.room}};
   nlohmann::ordered_json verdicts = nlohmann::ordered_json::array();
   for (size_t i = 0; i < p.verdicts.size(); ++i) {
@@ -286,6 +289,7 @@ void print_model(const ProbeArgs& a, const ModelProbe& p) {
   for (BytePath b : kBytePaths) print_rate(byte_path_name(b), r.rates.of(b));
   print_rate("(stream, bounce)", r.stream_bounce);
   print_rate("(resident load)", r.resident_load);
+  print_rate("(storage)", r.storage);
   std::printf(
       "room       %s for resident groups: a budget of %s less %s that every plan needs "
       "(every group streamed)\n",
@@ -370,7 +374,11 @@ void add_probe_command(CLI::App& app) {
                   "device's memory)")
       ->check(not_empty());
   cmd->add_option("--host-path", args->host_path,
-                  "The host tier to probe through: auto, registered, bounce or pageable")
+                  "The host tier to probe through: auto, registered, bounce, pageable or storage")
+      ->capture_default_str();
+  cmd->add_option("--storage-bytes", args->storage_bytes,
+                  "Bytes per pass of the storage probe (reads from the files into device "
+                  "memory, a new stretch of the working set each pass); 0: skip it")
       ->capture_default_str();
   cmd->add_option("--save", args->save, "Write the measured rates (JSON) for the planner")
       ->check(not_empty());

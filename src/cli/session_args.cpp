@@ -94,7 +94,10 @@ void add_session_options(CLI::App* cmd, SessionArgs* a) {
   cmd->add_option("--host-path", a->host_path,
                   "How weights leave host memory: auto (registered read-only where possible, "
                   "else bounce, else pageable), registered, bounce (page-locked buffers filled "
-                  "by host threads), or pageable")
+                  "by host threads), pageable, or storage (the bounce buffers filled by reads of "
+                  "the files, O_DIRECT where allowed: for a checkpoint not in the page cache; "
+                  "auto takes it when the checkpoint is neither cached nor able to fit in the "
+                  "host's available memory)")
       ->capture_default_str();
   cmd->add_option("--register-piece", a->register_piece,
                   "Register the checkpoint's mapping in pieces of this size (whole pages), so "
@@ -139,8 +142,8 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
   }
   const std::optional<HostPath> host_path = parse_host_path(a.host_path);
   if (!host_path) {
-    return bad("--host-path: expected auto, registered, bounce or pageable, got '" + a.host_path +
-               "'");
+    return bad("--host-path: expected auto, registered, bounce, pageable or storage, got '" +
+               a.host_path + "'");
   }
   o.host_path = *host_path;
   Result<uint64_t> piece = a.register_piece == "0" ? uint64_t{0} : parse_size(a.register_piece);

@@ -24,6 +24,7 @@ nlohmann::ordered_json start_json(const StartTimes& t) {
   j["reserve_s"] = t.reserve_s;
   j["upload_s"] = t.upload_s;
   j["upload_wait_s"] = t.upload_wait_s;
+  j["upload_bytes"] = t.upload_bytes;
   j["register_wait_s"] = t.register_wait_s;
   j["slots_s"] = t.slots_s;
   j["fallback_s"] = t.fallback_s;
@@ -37,6 +38,11 @@ nlohmann::ordered_json start_json(const StartTimes& t) {
   j["register_bytes"] = t.register_bytes;
   j["register_blocked_s"] = t.register_blocked_s();
   j["register_hidden_s"] = t.register_hidden_s();
+  if (t.files_bytes > 0) {
+    j["page_cache"] = {{"files_bytes", t.files_bytes},
+                       {"cached_bytes", t.cached_bytes},
+                       {"available_bytes", t.available_bytes}};
+  }
   return j;
 }
 
@@ -57,7 +63,12 @@ std::string start_text(const StartTimes& t) {
   add("plan", t.plan_s);
   add("reserve", t.reserve_s);
   add("upload", t.upload_s);
-  std::snprintf(buf, sizeof buf, " (%.3f waiting)", t.upload_wait_s);
+  if (t.upload_s > 0 && t.upload_bytes > 0) {
+    std::snprintf(buf, sizeof buf, " (%.3f waiting, %.1f GB/s)", t.upload_wait_s,
+                  static_cast<double>(t.upload_bytes) / t.upload_s / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, " (%.3f waiting)", t.upload_wait_s);
+  }
   s += buf;
   add("registration wait", t.register_wait_s);
   add("slots", t.slots_s);
@@ -70,6 +81,12 @@ std::string start_text(const StartTimes& t) {
                   t.register_s, static_cast<long long>(t.register_pieces),
                   t.register_pieces == 1 ? "" : "s", t.register_threads,
                   t.register_threads == 1 ? "" : "s", t.register_hidden_s());
+    s += buf;
+  }
+  if (t.files_bytes > 0) {
+    std::snprintf(buf, sizeof buf, "; %.1f of %.1f GB in the page cache at the start",
+                  static_cast<double>(t.cached_bytes) / 1e9,
+                  static_cast<double>(t.files_bytes) / 1e9);
     s += buf;
   }
   if (t.before_main_s >= 0) {

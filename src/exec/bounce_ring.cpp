@@ -40,7 +40,9 @@ Status FillCrew::part(size_t index) {
   const size_t begin = std::min(bytes_, index * per);
   const size_t end = index + 1 == n ? bytes_ : std::min(bytes_, begin + per);
   if (end <= begin) return {};
-  return guarded_copy(dst_ + begin, src_ + begin, end - begin, *file_);
+  if (reader_ == nullptr) return guarded_copy(dst_ + begin, src_ + begin, end - begin, *file_);
+  const uint64_t need = need_ > begin ? std::min<uint64_t>(need_ - begin, end - begin) : 0;
+  return reader_->read_aligned(*file_, offset_ + begin, end - begin, need, dst_ + begin);
 }
 
 void FillCrew::loop(size_t index) {
@@ -69,8 +71,32 @@ Status FillCrew::copy(void* dst, const std::byte* src, size_t bytes, const Mappe
     std::lock_guard lock(mutex_);
     dst_ = static_cast<std::byte*>(dst);
     src_ = src;
-    bytes_ = bytes;
+    reader_ = nullptr;
     file_ = &file;
+  }
+  return run(bytes);
+}
+
+Status FillCrew::read(void* dst, StorageReader& reader, const MappedFile& file, uint64_t offset,
+                      uint64_t bytes, uint64_t need) {
+  if (helpers_.empty() || bytes < kSplitBytes) {
+    return reader.read_aligned(file, offset, bytes, need, static_cast<std::byte*>(dst));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    dst_ = static_cast<std::byte*>(dst);
+    reader_ = &reader;
+    offset_ = offset;
+    need_ = need;
+    file_ = &file;
+  }
+  return run(static_cast<size_t>(bytes));
+}
+
+Status FillCrew::run(size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    bytes_ = bytes;
     pending_ = helpers_.size();
     ++generation_;
   }
@@ -94,16 +120,27 @@ Result<std::unique_ptr<BounceRing>> BounceRing::create(Backend& backend,
     return make_error(ErrorCode::invalid_argument,
                       "bounce ring: 2 to 64 buffers, not " + std::to_string(options.buffers));
   }
-  if (options.buffer_bytes < kPage) {
-    return make_error(ErrorCode::invalid_argument, "bounce ring: buffers of at least 4 KiB");
+  // Storage reads take the aligned range around a piece: up to a page more on each side.
+  const size_t least = options.source == BounceSource::storage ? 4 * kPage : kPage;
+  if (options.buffer_bytes < least) {
+    return make_error(
+        ErrorCode::invalid_argument,
+        "bounce ring: buffers of at least " + std::to_string(least >> 10) + " KiB for this source");
   }
   std::unique_ptr<BounceRing> r(new BounceRing(backend, options));
   r->buffer_bytes_ = options.buffer_bytes;
+  if (options.source == BounceSource::storage) {
+    r->reader_ = std::make_unique<StorageReader>(options.direct_io);
+  }
   for (int i = 0; i < options.buffers; ++i) {
-    auto buf = backend.allocate_host(options.buffer_bytes);
+    // A page more, so that each buffer has a page-aligned start for direct reads.
+    auto buf = backend.allocate_host(options.buffer_bytes + kPage);
     if (!buf.ok()) {
       return make_error(buf.error().code, "bounce ring: " + buf.error().message);
     }
+    auto* raw = static_cast<std::byte*>(buf.value().data());
+    const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
+    r->data_.push_back(raw + ((kPage - at % kPage) % kPage));
     r->buffers_.push_back(std::move(buf).value());
     r->drained_.push_back(backend.create_event());
     r->in_flight_.push_back(false);
@@ -130,9 +167,12 @@ BounceRing::~BounceRing() {
 Status BounceRing::enqueue(Stream& stream, void* dst, std::span<const HostCopy> copies) {
   BounceStats add;
   Status status;
+  const bool storage = options_.source == BounceSource::storage;
+  // A storage read covers the piece's aligned range: pieces leave room for a page each side.
+  const size_t piece = storage ? buffer_bytes_ - 2 * kPage : buffer_bytes_;
   for (const HostCopy& c : copies) {
     for (uint64_t off = 0; off < c.bytes && status.ok();) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer_bytes_, c.bytes - off));
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(piece, c.bytes - off));
       const size_t b = next_buffer_;
       next_buffer_ = (b + 1) % buffers_.size();
       if (in_flight_[b]) {
@@ -147,11 +187,19 @@ Status BounceRing::enqueue(Stream& stream, void* dst, std::span<const HostCopy> 
         std::this_thread::sleep_for(std::chrono::microseconds(us));
       }
       const auto t0 = std::chrono::steady_clock::now();
-      status = crew_->copy(buffers_[b].data(), c.src + off, n, *c.file);
+      const std::byte* from = data_[b];
+      if (storage) {
+        const uint64_t at = static_cast<uint64_t>(c.src - c.file->bytes().data()) + off;
+        const AlignedRange r = aligned_range(at, n);
+        status = crew_->read(data_[b], *reader_, *c.file, r.offset, r.bytes, r.head + n);
+        from += r.head;
+        add.read_bytes += r.bytes;
+      } else {
+        status = crew_->copy(data_[b], c.src + off, n, *c.file);
+      }
       add.fill_seconds += seconds_since(t0);
       if (!status.ok()) break;
-      backend_.copy_to_device(stream, static_cast<char*>(dst) + c.dst_offset + off,
-                              buffers_[b].data(), n);
+      backend_.copy_to_device(stream, static_cast<char*>(dst) + c.dst_offset + off, from, n);
       backend_.record(*drained_[b], stream);
       in_flight_[b] = true;
       add.bytes += n;
@@ -165,6 +213,7 @@ Status BounceRing::enqueue(Stream& stream, void* dst, std::span<const HostCopy> 
   stats_.chunks += add.chunks;
   stats_.fill_seconds += add.fill_seconds;
   stats_.drain_seconds += add.drain_seconds;
+  stats_.read_bytes += add.read_bytes;
   return status;
 }
 

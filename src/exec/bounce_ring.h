@@ -1,9 +1,14 @@
 // The bounce ring: how mapped weight bytes reach the device where the mapping itself cannot be
-// registered (a platform that refuses cudaHostRegister on file pages). A few page-locked buffers
-// (Backend::allocate_host), filled by host threads with guarded copies out of the mapping
-// (format/fault_guard.h: a file truncated under the copy is an error naming it, not a SIGBUS),
-// each then copied to the device by the copy engine while the threads fill the next. The ring is
-// small (64 MiB by default) whatever the model: never a second host copy of the weights.
+// registered (a platform that refuses cudaHostRegister on file pages), or should not be touched
+// (a checkpoint not in the page cache). A few page-locked buffers (Backend::allocate_host),
+// filled by host threads, each then copied to the device by the copy engine while the threads
+// fill the next. The ring is small (64 MiB by default) whatever the model: never a second host
+// copy of the weights. Two ways to fill a buffer:
+// - out of the mapping, with guarded copies (format/fault_guard.h: a file truncated under the
+//   copy is an error naming it, not a SIGBUS): the bytes come from the page cache;
+// - from storage, with large reads (exec/storage_reader.h, O_DIRECT where the file system allows
+//   it) of the 4 KiB-aligned range around each piece: no page faults, and the page cache is left
+//   alone, so a checkpoint larger than the host's memory streams at the storage's rate.
 //
 // Two ways to use it:
 // - copy(): on the calling thread. Fills a buffer, enqueues its DMA, moves to the next buffer
@@ -30,13 +35,21 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "exec/host_copy.h"
+#include "exec/storage_reader.h"
 
 namespace ferry {
+
+enum class BounceSource : uint8_t {
+  mapping,  // guarded copies out of the mapping
+  storage,  // reads of the files (exec/storage_reader.h)
+};
 
 struct BounceOptions {
   size_t buffer_bytes = size_t{16} << 20;  // each buffer; larger copies go in pieces
   int buffers = 4;
   int fill_threads = 0;  // host threads filling one buffer together; 0: min(4, hardware threads)
+  BounceSource source = BounceSource::mapping;
+  bool direct_io = true;  // storage source: ask for O_DIRECT (false: plain preads)
   // Tests: the worker sleeps a random 0..max_fill_delay_us before each fill (seeded), so that a
   // compute stream that does not wait for a job shows it.
   int max_fill_delay_us = 0;
@@ -48,10 +61,12 @@ struct BounceStats {
   uint64_t chunks = 0;         // buffer fills
   double fill_seconds = 0.0;   // host time filling buffers (guarded copies)
   double drain_seconds = 0.0;  // host time waiting for a buffer's previous DMA to finish
+  uint64_t read_bytes = 0;     // storage source: bytes read (the aligned ranges)
 };
 
-// Threads that copy the parts of one range at once: the page cache is read faster by a few cores
-// than by one. Each part is a guarded copy on its own thread.
+// Threads that fill the parts of one range at once: the page cache is read faster by a few cores
+// than by one, and storage serves several reads in flight faster than one. Parts are 4 KiB
+// aligned; each is a guarded copy, or a read, on its own thread.
 class FillCrew {
  public:
   explicit FillCrew(int threads);  // threads - 1 helpers; the calling thread does a part too
@@ -59,10 +74,16 @@ class FillCrew {
   FillCrew(const FillCrew&) = delete;
   FillCrew& operator=(const FillCrew&) = delete;
 
+  // `bytes` from the mapping at `src` into `dst`.
   Status copy(void* dst, const std::byte* src, size_t bytes, const MappedFile& file);
+  // The aligned range `range` of `file` into `dst` (aligned) with `reader`; `need` bytes of it
+  // must exist (StorageReader::read_aligned).
+  Status read(void* dst, StorageReader& reader, const MappedFile& file, uint64_t offset,
+              uint64_t bytes, uint64_t need);
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }
 
  private:
+  Status run(size_t bytes);
   Status part(size_t index);
   void loop(size_t index);
 
@@ -73,7 +94,10 @@ class FillCrew {
   size_t pending_ = 0;
   bool stopping_ = false;
   std::byte* dst_ = nullptr;
-  const std::byte* src_ = nullptr;
+  const std::byte* src_ = nullptr;   // copy: the mapping
+  StorageReader* reader_ = nullptr;  // read: the reader, file offset and bytes that must exist
+  uint64_t offset_ = 0;
+  uint64_t need_ = 0;
   size_t bytes_ = 0;
   const MappedFile* file_ = nullptr;
   std::vector<Status> results_;  // one per part
@@ -114,6 +138,9 @@ class BounceRing {
   size_t buffer_bytes() const { return buffer_bytes_; }
   int buffers() const { return static_cast<int>(buffers_.size()); }
   int fill_threads() const { return crew_->threads(); }
+  BounceSource source() const { return options_.source; }
+  // The storage source's reader (null for the mapping): whether it reads with O_DIRECT.
+  StorageReader* reader() const { return reader_.get(); }
 
  private:
   BounceRing(Backend& backend, const BounceOptions& options);
@@ -124,6 +151,8 @@ class BounceRing {
   BounceOptions options_;
   size_t buffer_bytes_ = 0;
   std::vector<HostBuffer> buffers_;
+  std::vector<std::byte*> data_;  // each buffer's first 4 KiB-aligned byte
+  std::unique_ptr<StorageReader> reader_;
   std::vector<std::unique_ptr<Event>> drained_;  // recorded after each buffer's DMA
   std::vector<bool> in_flight_;
   size_t next_buffer_ = 0;

@@ -166,6 +166,49 @@ Result<Resident> probe_resident(Backend& backend, Stream& stream, const ModelWei
   return r;
 }
 
+// The storage path's rate: groups read from the files through the storage tier's bounce ring
+// into one device buffer. Pass p reads the p-th stretch of about `storage_bytes` of the working
+// set (the warm-up the 0-th), so nothing is read twice.
+Result<PathRate> probe_storage(Backend& backend, Stream& stream, const ModelWeights& weights,
+                               const Checkpoint& checkpoint, const ByteProbeOptions& o) {
+  FERRY_ASSIGN_OR_RETURN(HostTier tier,
+                         HostTier::open(backend, checkpoint, HostPath::storage, o.bounce));
+  uint64_t total = 0, largest = 0;
+  for (const WeightGroup& g : weights.groups) {
+    total += g.bytes;
+    largest = std::max(largest, g.bytes);
+  }
+  const auto stretches = static_cast<uint64_t>(o.passes) + 1;
+  const uint64_t per = std::max<uint64_t>(1, std::min(o.storage_bytes, total / stretches));
+  FERRY_ASSIGN_OR_RETURN(
+      DeviceBuffer buf, backend.allocate(static_cast<size_t>(align_group_bytes(largest)), "probe"));
+  size_t next = 0;
+  uint64_t timed_bytes = 0;
+  double timed_s = 0;
+  for (uint64_t pass = 0; pass < stretches; ++pass) {
+    const auto t0 = Clock::now();
+    uint64_t bytes = 0;
+    while (bytes < per && next < weights.groups.size()) {
+      FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> c, tier.copies(weights.groups[next]));
+      FERRY_RETURN_IF_ERROR(tier.bounce()->copy(stream, buf.data(), c));
+      bytes += weights.groups[next].bytes;
+      ++next;
+    }
+    FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
+    if (pass > 0) {
+      timed_bytes += bytes;
+      timed_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+  }
+  PathRate r;
+  r.bytes = timed_bytes / static_cast<uint64_t>(o.passes);
+  r.passes = o.passes;
+  if (timed_s > 0 && timed_bytes > 0) r.bytes_per_s = static_cast<double>(timed_bytes) / timed_s;
+  r.note = "groups read from the files into device memory, a new stretch each pass (" + tier.how() +
+           "); the rate of all timed passes together";
+  return r;
+}
+
 }  // namespace
 
 double page_cache_fraction(const void* data, size_t bytes) {
@@ -258,6 +301,11 @@ Result<ByteProbeResult> probe_byte_paths(Backend& backend, const ModelWeights& w
                            probe_stream(backend, *stream, weights, bounce, sum.data(), o.passes,
                                         "the slot ring, two pipelined slots, host path bounce (" +
                                             bounce.how() + ")"));
+  }
+  if (o.storage_bytes == 0) {
+    res.storage = not_measured("not asked for (--storage-bytes 0)");
+  } else {
+    FERRY_ASSIGN_OR_RETURN(res.storage, probe_storage(backend, *stream, weights, checkpoint, o));
   }
   {
     // A second mapping of the same files, never registered: plain pageable memory.

@@ -12,6 +12,9 @@
 //   stream_bounce the same through the bounce ring (the fallback's rate on this machine)
 //   per_use_copy  each group copied from a second, unregistered (pageable) mapping of the same
 //                 files into a device buffer, then read
+//   storage       (not an endpoint: the rate at which the storage path, exec/storage_reader.h,
+//                 brings groups from the files into device memory) a different stretch of the
+//                 working set each pass, so that no cache below the file system serves a repeat
 //
 // Before anything touches the files, mincore says which pages of each group are in the page
 // cache (registration pins, and so faults in, every page).
@@ -38,12 +41,16 @@ struct ByteProbeOptions {
   // 1 GiB margin; on a backend that cannot tell, a quarter of its memory).
   uint64_t resident_limit = 0;
   BounceOptions bounce;
+  // Bytes per pass of the storage probe (each pass reads other groups; fewer where the working
+  // set is smaller than passes + 1 of them). 0: not measured.
+  uint64_t storage_bytes = uint64_t{2} << 30;
 };
 
 struct ByteProbeResult {
   BytePathRates rates;
   PathRate stream_bounce;  // the bounce ring's stream rate (not one of the four endpoints)
   PathRate resident_load;  // the one-time copy that filled the resident buffer
+  PathRate storage;        // reads from the files into device memory (the storage path)
   std::vector<double> cached_fraction;  // per group, before the probe touched the files
   std::vector<RegistrationTrial> registration;
   double register_seconds = 0.0;

@@ -15,13 +15,15 @@ const char* host_path_name(HostPath p) {
       return "bounce";
     case HostPath::pageable:
       return "pageable";
+    case HostPath::storage:
+      return "storage";
   }
   return "?";
 }
 
 std::optional<HostPath> parse_host_path(std::string_view name) {
-  for (HostPath p :
-       {HostPath::automatic, HostPath::registered, HostPath::bounce, HostPath::pageable}) {
+  for (HostPath p : {HostPath::automatic, HostPath::registered, HostPath::bounce,
+                     HostPath::pageable, HostPath::storage}) {
     if (name == host_path_name(p)) return p;
   }
   return std::nullopt;
@@ -32,6 +34,14 @@ Result<HostTier> HostTier::open(Backend& backend, const Checkpoint& checkpoint, 
                                 const RegistrationOptions& registration) {
   HostTier t;
   t.checkpoint_ = &checkpoint;
+  if (path == HostPath::automatic) {
+    t.page_cache_ = page_cache_state(checkpoint);
+    if (read_from_storage(t.page_cache_)) {
+      FERRY_RETURN_IF_ERROR(t.take_unregistered(
+          backend, HostPath::storage, "not registered: " + describe(t.page_cache_), bounce));
+      return t;
+    }
+  }
   if (path != HostPath::registered && path != HostPath::automatic) {
     FERRY_RETURN_IF_ERROR(t.take_unregistered(backend, path, "", bounce));
     return t;
@@ -60,6 +70,24 @@ Result<HostTier> HostTier::open(Backend& backend, const Checkpoint& checkpoint, 
 
 Status HostTier::take_unregistered(Backend& backend, HostPath requested, std::string refused,
                                    const BounceOptions& bounce) {
+  if (requested == HostPath::storage) {
+    // Nothing reads the mapping: not even kernels in place, which would fault its pages in.
+    in_place_ = false;
+    BounceOptions o = bounce;
+    o.source = BounceSource::storage;
+    FERRY_ASSIGN_OR_RETURN(bounce_, BounceRing::create(backend, o));
+    for (const SafetensorsFile& f : checkpoint_->files()) {
+      FERRY_RETURN_IF_ERROR(bounce_->reader()->prepare(f.mapping()));
+    }
+    path_ = HostPath::storage;
+    const std::string why_not = bounce_->reader()->why_not_direct();
+    how_ = "storage (reads into " + std::to_string(bounce_->buffers()) +
+           " page-locked buffers of " + std::to_string(bounce_->buffer_bytes() >> 20) + " MiB, " +
+           std::to_string(bounce_->fill_threads()) + " threads, " +
+           (why_not.empty() ? std::string("O_DIRECT") : why_not) + "; " +
+           (refused.empty() ? std::string("registration not asked for") : refused) + ")";
+    return {};
+  }
   // Off the registered path, kernels read the mapping in place only where they read any host
   // memory.
   in_place_ = backend.reads_pageable_host_memory();

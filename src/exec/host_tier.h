@@ -9,6 +9,10 @@
 // refused part-way is a failure the owner answers with fall_back.
 // Without registration, kernels read the mapping in place only on a backend that reads pageable
 // host memory (the CPU backend; a GPU with pageable memory access).
+// The storage path touches no page of the mapping: the bounce ring's buffers are filled with reads
+// of the files (exec/storage_reader.h). `automatic` takes it when the checkpoint is neither in
+// the page cache nor able to fit beside what the host holds (exec/page_cache.h), since
+// registering it would fault in every page and then thrash.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +28,7 @@
 #include "exec/bounce_ring.h"
 #include "exec/host_copy.h"
 #include "exec/host_registrar.h"
+#include "exec/page_cache.h"
 #include "format/safetensors.h"
 #include "model/weights.h"
 
@@ -35,9 +40,10 @@ enum class HostPath : uint8_t {
   registered,  // registered or an error
   bounce,      // through page-locked bounce buffers filled by host threads, never registered
   pageable,    // never registered, no bounce buffers (for comparisons)
+  storage,     // read from the files into the bounce buffers, never mapped in (cold checkpoints)
 };
 const char* host_path_name(HostPath p);
-// "auto", "registered", "bounce", "pageable"; nullopt for anything else.
+// "auto", "registered", "bounce", "pageable", "storage"; nullopt for anything else.
 std::optional<HostPath> parse_host_path(std::string_view name);
 
 class HostTier {
@@ -66,10 +72,11 @@ class HostTier {
   // that is registered (or a backend that reads host memory directly).
   Result<void*> in_place(const WeightGroup& group) const;
 
-  // The path in use: registered, bounce or pageable (never automatic).
+  // The path in use: registered, bounce, pageable or storage (never automatic).
   HostPath path() const { return path_; }
   bool registered() const { return path_ == HostPath::registered; }
-  // The bounce ring, on the bounce path (else null). Thread-safe; the tier keeps it alive.
+  // The bounce ring, on the bounce and storage paths (else null). Thread-safe; the tier keeps it
+  // alive.
   BounceRing* bounce() const { return bounce_.get(); }
   bool readable_in_place() const { return in_place_; }
   const std::string& how() const { return how_; }
@@ -78,6 +85,8 @@ class HostTier {
   double register_seconds() const;
   // The registration's pieces, threads and times (zeros off the registered path).
   RegistrationStats registration() const;
+  // What `automatic` found before choosing (all zero for the other paths).
+  const PageCacheState& page_cache() const { return page_cache_; }
 
   // Registration in progress. Off the registered path every range is ready and nothing waits.
   // Whether every piece under `copies` is registered:
@@ -111,6 +120,7 @@ class HostTier {
   bool in_place_ = false;
   std::string how_;
   double register_seconds_ = 0.0;  // of a refused attempt
+  PageCacheState page_cache_;
 };
 
 }  // namespace ferry

@@ -112,6 +112,7 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   const StreamingStats& st = s->provider_->stats();
   times.upload_s = st.resident_load_seconds;
   times.upload_wait_s = st.resident_wait_seconds;
+  times.upload_bytes = st.resident_bytes;
   times.register_wait_s = st.registration_tail_seconds;
   times.slots_s = std::max(0.0, provider_s - times.upload_s - times.register_wait_s);
   FERRY_ASSIGN_OR_RETURN(s->runner_,
@@ -128,6 +129,10 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   times.register_pieces = static_cast<int64_t>(reg.pieces);
   times.register_threads = reg.threads;
   times.register_bytes = reg.bytes;
+  const PageCacheState& cache = s->tier_.page_cache();
+  times.files_bytes = cache.file_bytes;
+  times.cached_bytes = cache.cached_bytes;
+  times.available_bytes = cache.available_bytes.value_or(0);
   times.open_s = std::chrono::duration<double>(Clock::now() - t0).count();
   release.armed = false;
   return s;

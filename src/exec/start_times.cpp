@@ -69,6 +69,7 @@ void StartTimes::take_session(const StartTimes& s) {
   reserve_s = s.reserve_s;
   upload_s = s.upload_s;
   upload_wait_s = s.upload_wait_s;
+  upload_bytes = s.upload_bytes;
   register_wait_s = s.register_wait_s;
   slots_s = s.slots_s;
   fallback_s = s.fallback_s;
@@ -79,6 +80,9 @@ void StartTimes::take_session(const StartTimes& s) {
   register_pieces = s.register_pieces;
   register_threads = s.register_threads;
   register_bytes = s.register_bytes;
+  files_bytes = s.files_bytes;
+  cached_bytes = s.cached_bytes;
+  available_bytes = s.available_bytes;
 }
 
 void mark_process_start() {

@@ -34,6 +34,7 @@ struct StartTimes {
   double reserve_s = 0.0;        // the budget's region reserved, the compute stream made
   double upload_s = 0.0;         // the resident groups copied in: first enqueue to completion
   double upload_wait_s = 0.0;    // of upload_s: waiting for pieces to be registered
+  uint64_t upload_bytes = 0;     // the resident groups' bytes
   double register_wait_s = 0.0;  // after the upload: waiting for the rest of the registration
   double slots_s = 0.0;          // copy lists, the slot ring, the host path's rate probe
   double fallback_s = 0.0;  // a registration refused part-way: the attempt, release, replanning
@@ -46,6 +47,12 @@ struct StartTimes {
   int64_t register_pieces = 0;
   int register_threads = 0;  // 0: every piece registered by HostTier::open
   uint64_t register_bytes = 0;
+
+  // What the automatic host path found before choosing (exec/page_cache.h; zeros when the path
+  // was asked for): the weights files' bytes, those in the page cache, the host's MemAvailable.
+  uint64_t files_bytes = 0;
+  uint64_t cached_bytes = 0;
+  uint64_t available_bytes = 0;
 
   double total_s = 0.0;  // main's first line to the first inference ready
 

@@ -36,6 +36,9 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
   const std::string& path() const { return path_; }
+  // The open descriptor behind the mapping (-1 for a default-constructed one): the same file
+  // even after another is renamed over its path (exec/storage_reader.h reopens it from here).
+  int fd() const { return fd_; }
 
   // An io error "PATH: changed or truncated while in use (...)" when the file's size or
   // modification time differs from open()'s, or the read lease was broken; ok otherwise (and

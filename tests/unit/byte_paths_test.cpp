@@ -175,6 +175,11 @@ TEST_F(ProbeTest, MeasuresEveryPathOnTheCpu) {
     EXPECT_EQ(r->rates.of(p).bytes, w.total_bytes()) << byte_path_name(p);
   }
   EXPECT_TRUE(r->stream_bounce.bytes_per_s) << r->stream_bounce.note;
+  // The storage probe read stretches of the working set, none twice: at most a (passes + 1)-th
+  // of it per timed pass, and something.
+  EXPECT_TRUE(r->storage.bytes_per_s) << r->storage.note;
+  EXPECT_GT(r->storage.bytes, 0u);
+  EXPECT_LE(r->storage.bytes, w.total_bytes() / 2 + w.groups.front().bytes) << r->storage.note;
   ASSERT_EQ(r->cached_fraction.size(), w.groups.size());
   for (double f : r->cached_fraction) EXPECT_GT(f, 0.0);
   EXPECT_EQ(r->rates.host_path, "registered");
@@ -200,6 +205,7 @@ TEST_F(ProbeTest, CliPrintsFactsRatesAndVerdicts) {
   for (const char* p : {"map", "resident", "stream", "per_use_copy"}) {
     EXPECT_TRUE(m["rates"][p]["gb_per_s"].is_number()) << p;
   }
+  EXPECT_TRUE(m["storage"]["gb_per_s"].is_number()) << m["storage"].dump();
   const ModelWeights w = describe_weights(config_).value();
   ASSERT_EQ(m["verdicts"].size(), w.groups.size());
   for (const auto& v : m["verdicts"]) {
