@@ -19,7 +19,12 @@ Workloads (the ones ferry bench uses):
                   embedding; it attends the VLM's layer-i cache plus its own 64 tokens).
 
 Reports the median of --runs timed runs after one warm-up, per stage where it can be split.
-Runs on the GPU machine only (torch, transformers); never in CI.
+Progress goes to stderr as it happens, each line with the seconds since the script started
+(tensors read, modules built, device map chosen, dispatched, each warm-up and timed run), so a
+step cut by a timeout still shows where its time went. Alpamayo-R1's modules are built without
+their random init (scripts/hf_models.py; --random-init builds them the old, slow way, the
+same model). --save-outputs FILE writes the last run's outputs (torch.save) for comparisons.
+Runs on the GPU machine only (torch, transformers); never in CI (--device cpu to test it).
 """
 import argparse
 import json
@@ -28,7 +33,17 @@ import statistics
 import sys
 import time
 
-import torch
+START = time.perf_counter()
+
+
+def progress(message):
+    """One line to stderr: seconds since the script started, then what just finished."""
+    print(f"peer [{time.perf_counter() - START:8.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+import torch  # noqa: E402
+
+progress(f"torch {torch.__version__} imported")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 import hf_models  # noqa: E402  (scripts/hf_models.py: shared with the comparison scripts)
@@ -55,17 +70,25 @@ def random_ids(n, vocab, seed, avoid=()):
 
 
 WARMUP = 1
+OUTPUTS = None  # the last run's outputs, kept only under --save-outputs
+
+
+def describe(stages):
+    return " ".join(f"{k}={v:.2f}s" for k, v in (stages or {}).items())
 
 
 def time_runs(fn, runs):
-    for _ in range(WARMUP):
-        fn()
+    for i in range(WARMUP):
+        t0 = sync_time()
+        stages = fn()
+        progress(f"warm-up {i + 1}/{WARMUP} done in {sync_time() - t0:.2f} s {describe(stages)}")
     times = []
-    for _ in range(runs):
+    for i in range(runs):
         t0 = sync_time()
         stages = fn()
         t1 = sync_time()
         times.append((t1 - t0, stages))
+        progress(f"run {i + 1}/{runs} done in {t1 - t0:.2f} s {describe(stages)}")
     total = statistics.median(t for t, _ in times)
     keys = times[0][1].keys() if times[0][1] else []
     per_stage = {k: statistics.median(s[k] for _, s in times) for k in keys}
@@ -92,9 +115,11 @@ def offload(module, args, no_split):
     placed = {}
     for where in device_map.values():
         placed[str(where)] = placed.get(str(where), 0) + 1
-    print(f"peer: accelerate places {placed} (modules per device) under {args.max_memory}",
-          file=sys.stderr)
-    return dispatch_model(module, device_map=device_map, main_device=0)
+    progress(f"device map chosen: accelerate places {placed} (modules per device) under "
+             f"{args.max_memory}")
+    module = dispatch_model(module, device_map=device_map, main_device=0)
+    progress("dispatched")
+    return module
 
 
 def bench_text(model_dir, args):
@@ -102,9 +127,11 @@ def bench_text(model_dir, args):
 
     if args.max_memory:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
+        progress("model loaded on the CPU")
         model = offload(model, args, ["Qwen3DecoderLayer", "LlamaDecoderLayer"])
     else:
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(DEVICE).eval()
+        progress(f"model loaded on {DEVICE}")
     vocab = model.config.vocab_size
     ids = random_ids(args.prompt_tokens, vocab, args.seed).unsqueeze(0).to(DEVICE)
 
@@ -115,10 +142,14 @@ def bench_text(model_dir, args):
         t1 = sync_time()
         cache = out.past_key_values
         tok = out.logits[:, -1].argmax(-1, keepdim=True)
+        tokens = [tok]
         for _ in range(args.tokens - 1):
             out = model(input_ids=tok, past_key_values=cache, use_cache=True)
             tok = out.logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(tok)
         t2 = sync_time()
+        if OUTPUTS is not None:
+            OUTPUTS.update(tokens=torch.cat(tokens, -1).cpu(), last_logits=out.logits.float().cpu())
         return {"prefill_s": t1 - t0, "decode_s": t2 - t1}
 
     return time_runs(run, args.runs)
@@ -156,8 +187,17 @@ def generate_vl(model, args):
         input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixels,
         image_grid_thw=grid, mm_token_type_ids=mm_types, max_new_tokens=args.tokens,
         min_new_tokens=args.tokens, do_sample=False, use_cache=True,
-        return_dict_in_generate=True)
+        return_dict_in_generate=True, output_logits=bool(args.save_outputs))
     return ids, out
+
+
+def keep_outputs(out, **more):
+    """Under --save-outputs, the run's generated ids, every step's logits and `more`."""
+    if OUTPUTS is None:
+        return
+    OUTPUTS.update(sequences=out.sequences.cpu(), **{k: v.cpu() for k, v in more.items()})
+    if out.logits is not None:
+        OUTPUTS["logits"] = torch.stack([l.float().cpu() for l in out.logits])
 
 
 def bench_vl(model_dir, args, cfg):
@@ -165,25 +205,36 @@ def bench_vl(model_dir, args, cfg):
 
     model = Qwen3VLForConditionalGeneration.from_pretrained(model_dir, dtype=torch.bfloat16)
     model = model.to(DEVICE).eval()
+    progress(f"model loaded on {DEVICE}")
 
     @torch.no_grad()
     def run():
         t0 = sync_time()
-        generate_vl(model, args)
+        _, out = generate_vl(model, args)
         t1 = sync_time()
+        keep_outputs(out)
         return {"vlm_s": t1 - t0}
 
     return time_runs(run, args.runs)
 
 
 def bench_alpamayo(model_dir, args, cfg):
+    import transformers.models.qwen3_vl.modeling_qwen3_vl  # noqa: F401  (seconds on its own)
+
+    progress(f"transformers {transformers.__version__} imported")
     tensors = hf_models.load_all_tensors(model_dir)
+    gb = sum(t.nbytes for t in tensors.values()) / 1e9
+    progress(f"tensors read: {len(tensors)}, {gb:.2f} GB")
     build = "cpu" if args.max_memory else DEVICE
-    vlm = hf_models.alpamayo_vlm(cfg, tensors, build)
-    expert = hf_models.alpamayo_expert(cfg, tensors, build)
+    how = "with their random init (--random-init)" if args.random_init else "without random init"
+    vlm = hf_models.alpamayo_vlm(cfg, tensors, build, random_init=args.random_init)
+    progress(f"VLM built on {build} {how}")
+    expert = hf_models.alpamayo_expert(cfg, tensors, build, random_init=args.random_init)
+    progress(f"expert built on {build} {how}")
     action_in, action_out = hf_models.alpamayo_action_modules(cfg, tensors)
     action_in = action_in.to(torch.bfloat16).eval()
     action_out = action_out.to(torch.bfloat16).eval()
+    progress("action modules built")
     del tensors
     if args.max_memory:
         # One module over the whole model, so that the cap is shared by the VLM and the expert.
@@ -221,6 +272,7 @@ def bench_alpamayo(model_dir, args, cfg):
                 v = action_out(h)
                 x = x + (grid[i + 1] - grid[i]) * v.float()
         t2 = sync_time()
+        keep_outputs(out, trajectory=x)
         return {"vlm_s": t1 - t0, "expert_s": t2 - t1}
 
     return time_runs(run, args.runs)
@@ -241,14 +293,23 @@ def main():
     p.add_argument("--max-memory", default=None,
                    help="GPU cap for Accelerate offloading (15GiB, 8GiB); default: all on the GPU")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    p.add_argument("--random-init", action="store_true",
+                   help="alpamayo_r1: build the modules with their random init first (the old, "
+                        "slow build; same model), to compare with the default")
+    p.add_argument("--save-outputs", default=None,
+                   help="torch.save the last run's outputs (generated ids, logits, trajectory) "
+                        "to this file")
     args = p.parse_args()
-    global DEVICE, WARMUP
+    global DEVICE, WARMUP, OUTPUTS
     DEVICE = args.device
     WARMUP = args.warmup
+    OUTPUTS = {} if args.save_outputs else None
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()
     cfg = load_config(args.model)
     kind = cfg.get("model_type", "")
+    progress(f"{kind} from {args.model} on {DEVICE}"
+             + (f" under --max-memory {args.max_memory}" if args.max_memory else ""))
     if kind in ("qwen3", "llama"):
         args.prompt_tokens = args.prompt_tokens or 1500
         total, stages, runs = bench_text(args.model, args)
@@ -261,6 +322,9 @@ def main():
     else:
         print(f"peer_transformers: model_type {kind!r} not supported by this script", file=sys.stderr)
         return 2
+    progress("done")
+    if args.save_outputs:
+        torch.save(OUTPUTS, args.save_outputs)
     result = {
         "peer": "transformers",
         "model": args.model,

@@ -1,4 +1,5 @@
-"""ferry's written configs and synthesized checkpoints load in Hugging Face transformers.
+"""ferry's written configs and synthesized checkpoints load in Hugging Face transformers, and
+scripts/hf_models.py's fast Alpamayo-R1 build (no random init) gives the normal build's model.
 
 Needs transformers + torch (the GPU machine has them); skipped elsewhere. The ferry binary is
 $FERRY_BINARY or build/ferry.
@@ -6,6 +7,7 @@ $FERRY_BINARY or build/ferry.
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,87 @@ def test_qwen3_vl_tiny_checkpoint_loads_and_runs(tmp_path):
         except TypeError:
             out = model(**args)
     assert torch.isfinite(out.logits.float()).all()
+
+
+def test_load_all_tensors_reads_what_safetensors_reads(tmp_path):
+    """scripts/hf_models.py reads checkpoints itself (into memory, threads over 64 MiB pieces):
+    the same names, dtypes, shapes and bytes as safetensors' own loader, sharded or not."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import hf_models
+
+    for name, extra in (("one", []), ("sharded", ["--max-shard", "8MB"])):
+        d = synth("alpamayo-tiny", tmp_path / name, *extra)
+        files = sorted(d.glob("*.safetensors"))
+        assert len(files) > 1 if extra else len(files) == 1
+        expected = {}
+        for f in files:
+            expected.update(load_file(str(f)))
+        one_thread = {}
+        for f in files:
+            one_thread.update(hf_models.read_safetensors(str(f), threads=1))
+        for got in (hf_models.load_all_tensors(str(d)), one_thread):
+            assert got.keys() == expected.keys()
+            for k, t in expected.items():
+                assert (got[k].dtype, got[k].shape) == (t.dtype, t.shape), k
+                assert torch.equal(got[k].reshape(-1).view(torch.uint8),
+                                   t.reshape(-1).view(torch.uint8)), k
+
+
+def test_alpamayo_fast_build_is_the_normal_build(tmp_path):
+    """scripts/hf_models.py builds Alpamayo-R1's modules without their random init (parameters on
+    meta, then the checkpoint's tensors assigned); every parameter and buffer, the non-persistent
+    rotary inv_freq/original_inv_freq the checkpoint does not hold included, must be bit-identical
+    to a normal build's (random init, then load_state_dict), in name, dtype, device, shape and
+    strides."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import hf_models
+
+    d = synth("alpamayo-tiny", tmp_path / "ar1")
+    cfg = json.loads((d / "config.json").read_text())
+    tensors = hf_models.load_all_tensors(str(d))
+    built = {}
+    for random_init in (True, False):
+        built[random_init] = {
+            "vlm": hf_models.alpamayo_vlm(cfg, tensors, "cpu", random_init=random_init),
+            "expert": hf_models.alpamayo_expert(cfg, tensors, "cpu", random_init=random_init),
+        }
+    buffers_seen = set()
+    for part in ("vlm", "expert"):
+        normal, fast = built[True][part], built[False][part]
+        assert str(normal) == str(fast)
+        a = dict(normal.named_parameters(remove_duplicate=False))
+        b = dict(fast.named_parameters(remove_duplicate=False))
+        a.update(("buffer " + k, v) for k, v in normal.named_buffers(remove_duplicate=False))
+        b.update(("buffer " + k, v) for k, v in fast.named_buffers(remove_duplicate=False))
+        assert a.keys() == b.keys(), a.keys() ^ b.keys()
+        for name in a:
+            x, y = a[name], b[name]
+            assert (x.dtype, x.device, x.shape, x.stride()) == \
+                (y.dtype, y.device, y.shape, y.stride()), name
+            assert x.requires_grad == y.requires_grad, name
+            assert torch.equal(x.reshape(-1).view(torch.uint8),
+                               y.reshape(-1).view(torch.uint8)), name
+            if not name.startswith("buffer "):
+                assert x.dtype == torch.bfloat16, name
+        buffers_seen |= {k.rsplit(".", 1)[-1] for k in a if k.startswith("buffer ")}
+    assert {"inv_freq", "original_inv_freq"} <= buffers_seen
+    # The fast build's CPU parameters are the loaded tensors themselves: no second host copy.
+    w = "model.language_model.layers.0.mlp.up_proj.weight"
+    assert built[False]["vlm"].get_parameter(w).data_ptr() == tensors["vlm." + w].data_ptr()
+
+
+def test_alpamayo_peer_outputs_fast_vs_normal_build(tmp_path):
+    """bench/peer_transformers.py on the CPU, a small workload: the generated ids, every step's
+    logits and the expert's trajectory are identical whichever way the modules were built."""
+    d = synth("alpamayo-tiny", tmp_path / "ar1")
+    outs = {}
+    for name, extra in (("normal", ["--random-init"]), ("fast", [])):
+        out = tmp_path / f"{name}.pt"
+        subprocess.run([sys.executable, str(ROOT / "bench" / "peer_transformers.py"), "--model",
+                        str(d), "--device", "cpu", "--runs", "1", "--warmup", "0", "--images", "1",
+                        "--prompt-tokens", "200", "--tokens", "3", "--steps", "2",
+                        "--save-outputs", str(out), *extra], check=True, capture_output=True)
+        outs[name] = torch.load(out)
+    assert outs["normal"].keys() == outs["fast"].keys() >= {"sequences", "logits", "trajectory"}
+    for k in outs["normal"]:
+        assert torch.equal(outs["normal"][k], outs["fast"][k]), k
