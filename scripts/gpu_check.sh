@@ -669,6 +669,80 @@ stage_session6c() {
     --max-memory 15GiB --json
 }
 
+# Session 7, first call (issue 11): cold starts (the checkpoint's pages dropped with
+# scripts/page_cache.py: only its own files, nothing machine-wide), registered against the
+# storage path; the probe with its storage rate; warm starts by registration piece size.
+stage_session7a() {
+  local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
+    --image-size 320x576 --prompt-tokens 3007 --tokens 21) p k
+  step cuda_tests 200 "$build/tests/ferry_cuda_tests" --gtest_brief=1
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step resident_ar1 200 "$build/ferry" run --model "$m" "${args[@]:0:2}" "${args[@]:4}"
+  for p in registered storage auto; do
+    step "evict_$p" 120 python3 scripts/page_cache.py evict "$m"
+    step "cold_$p" 400 "$build/ferry" run --model "$m" "${args[@]}" --host-path "$p"
+    step "cached_after_$p" 60 python3 scripts/page_cache.py report "$m"
+    step "same_cold_$p" 10 same_as "$LOGS/resident_ar1.log" "$LOGS/cold_$p.log"
+  done
+  step warm_again 300 "$build/ferry" run --model "$m" "${args[@]}"
+  step probe_ar1 400 "$build/ferry" probe --model "$m" --vram 15GiB --passes 1 --json
+  for k in 1 2 3; do step "start_default$k" 300 "$build/ferry" run --model "$m" "${args[@]}"; done
+  for p in 32MiB 64MiB 1GiB; do
+    for k in 1 2; do
+      step "start_piece_${p}_$k" 300 "$build/ferry" run --model "$m" "${args[@]}" \
+        --register-piece "$p"
+    done
+  done
+  step same_start_piece 10 same_as "$LOGS/start_default1.log" "$LOGS/start_piece_64MiB_1.log"
+  # Does planning wait on the memory-map lock that the pinning holds? glibc's heap grown in large
+  # steps and never trimmed: fewer address-space changes during planning.
+  for k in 1 2; do
+    step "start_heap$k" 300 env GLIBC_TUNABLES=glibc.malloc.top_pad=268435456:glibc.malloc.trim_threshold=4294967295:glibc.malloc.mmap_threshold=33554432 \
+      "$build/ferry" run --model "$m" "${args[@]}"
+  done
+  start_table "$LOGS"/cold_*.log "$LOGS"/start_default*.log "$LOGS"/start_piece_*.log \
+    "$LOGS"/start_heap*.log |
+    tee "$OUT/start_ar1.txt"
+  python3 - "$LOGS"/probe_ar1.log <<'PY' | tee "$OUT/probe_ar1.txt"
+import json, sys
+j = json.loads(open(sys.argv[1]).read())
+m = j["model"]
+for k, v in list(m["rates"].items()) + [("stream_bounce", m["stream_bounce"]),
+                                        ("resident_load", m["resident_load"]),
+                                        ("storage", m["storage"])]:
+    print(f"{k:14s} {v.get('gb_per_s')} GB/s  {v.get('note', '')[:120]}")
+PY
+  cp "$LOGS"/cold_*.log "$LOGS"/probe_ar1.log "$OUT/" 2>/dev/null
+}
+
+# Session 7, second call (issue 9): the benches at 15 and 8 GiB with the committed H200 profile,
+# and the planner's plan against the alternatives (each with the lent cache, as the planner's).
+stage_session7b() {
+  local m="$models/alpamayo-r1-10b" p=bench/profiles/h200-alpamayo-r1-10b.profile.json v
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  for v in 15GiB 8GiB; do
+    step "bench_ar1_$v" 200 watched "bench_ar1_$v" "$build/ferry" bench --model "$m" --runs 3 \
+      --warmup 1 --json --quiet --vram "$v" --profile "$p"
+  done
+  for v in 15GiB 8GiB; do
+    step "alternatives_ar1_$v" 400 python3 scripts/plan_alternatives.py --ferry "$build/ferry" \
+      --model "$m" --vram "$v" --profile "$p" --workdir "$LOGS" \
+      --json "$OUT/alternatives_ar1_$v.json"
+  done
+}
+# Session 7, third call: transformers + Accelerate under the same caps, side by side with the
+# benches (bench/peer_transformers.py builds without the random init since this session).
+stage_session7c() {
+  local m="$models/alpamayo-r1-10b" p=bench/profiles/h200-alpamayo-r1-10b.profile.json v
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  for v in 15GiB 8GiB; do
+    step "bench_side_ar1_$v" 200 "$build/ferry" bench --model "$m" --runs 3 --warmup 1 --json \
+      --quiet --vram "$v" --profile "$p"
+    step "peer_vram_$v" 400 python3 bench/peer_transformers.py --model "$m" --runs 1 \
+      --warmup 1 --max-memory "$v" --json
+  done
+}
+
 # The start in a short device budget and its table.
 start_quick_table() {
   stage_start_quick
@@ -681,7 +755,8 @@ start_table() {
 import json, sys
 for path in sys.argv[1:]:
     try:
-        s = json.loads(open(path).read().strip().splitlines()[-1])["start"]
+        j = json.loads(open(path).read().strip().splitlines()[-1])
+        s = j["start"]
     except Exception:
         continue
     parts = ["config_s", "checkpoint_s", "backend_s", "tier_s", "plan_s", "reserve_s", "upload_s",
@@ -690,7 +765,11 @@ for path in sys.argv[1:]:
     print(f"{path.rsplit('/', 1)[-1][:-4]}: total {s['total_s']:.3f} s (before main "
           f"{s.get('before_main_s')}), " + ", ".join(f"{k[:-2]} {s[k]:.3f}" for k in parts if k in s) +
           f", {s['register_pieces']} pieces on {s['register_threads']} threads; planning "
-          + json.dumps(s.get("plan_parts")) + "; backend " + json.dumps(s.get("backend_parts")))
+          + json.dumps(s.get("plan_parts")) + "; backend " + json.dumps(s.get("backend_parts"))
+          + (f"; upload {s['upload_bytes'] / 1e9:.2f} GB" if s.get("upload_bytes") else "")
+          + ("; page cache " + json.dumps(s["page_cache"]) if "page_cache" in s else "")
+          + (f"; host path {j.get('host_rate', {}).get('path')}, first inference "
+             f"{j['time_s']['total']:.3f} s" if "time_s" in j else ""))
 PY
 }
 # Why planning is 3-4x slower beside the registration (fifth session): the overlapped start with

@@ -107,6 +107,8 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const Model
     j["weight_budget"] = r.weight_budget;
     j["predicted_s"] = r.predicted_s;
     j["bound_s"] = r.bound_s;
+    j["bound_compute_s"] = r.bound_compute_s;
+    j["bound_link_s"] = r.bound_link_s;
     j["predicted_link_bytes"] = r.predicted_link_bytes;
     j["resident_bytes"] = resident_bytes(r.plan, weights);
     j["mode"] = stream_mode_name(r.plan.mode);

@@ -30,6 +30,8 @@ struct SweepRow {
   double predicted_s = 0;
   uint64_t predicted_link_bytes = 0;
   double bound_s = 0;
+  double bound_compute_s = 0;  // T_lb's terms (plan/lower_bound.h), compute as used in bound_s
+  double bound_link_s = 0;
   bool carried = false;                       // a smaller budget's plan (plan/sweep.h)
   std::optional<double> measured_s;           // bench: the median of the timed runs
   std::optional<double> measured_link;        // bench: bytes over the link per inference

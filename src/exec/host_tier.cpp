@@ -34,8 +34,9 @@ Result<HostTier> HostTier::open(Backend& backend, const Checkpoint& checkpoint, 
                                 const RegistrationOptions& registration) {
   HostTier t;
   t.checkpoint_ = &checkpoint;
+  // Sampled on every path (a few ms), for the start report.
+  t.page_cache_ = page_cache_state(checkpoint);
   if (path == HostPath::automatic) {
-    t.page_cache_ = page_cache_state(checkpoint);
     if (read_from_storage(t.page_cache_)) {
       FERRY_RETURN_IF_ERROR(t.take_unregistered(
           backend, HostPath::storage, "not registered: " + describe(t.page_cache_), bounce));

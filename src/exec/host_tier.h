@@ -85,7 +85,7 @@ class HostTier {
   double register_seconds() const;
   // The registration's pieces, threads and times (zeros off the registered path).
   RegistrationStats registration() const;
-  // What `automatic` found before choosing (all zero for the other paths).
+  // The page cache and the host's memory when the tier opened (what `automatic` chooses by).
   const PageCacheState& page_cache() const { return page_cache_; }
 
   // Registration in progress. Off the registered path every range is ready and nothing waits.

@@ -48,8 +48,8 @@ struct StartTimes {
   int register_threads = 0;  // 0: every piece registered by HostTier::open
   uint64_t register_bytes = 0;
 
-  // What the automatic host path found before choosing (exec/page_cache.h; zeros when the path
-  // was asked for): the weights files' bytes, those in the page cache, the host's MemAvailable.
+  // What the host tier found when it opened (exec/page_cache.h): the weights files' bytes, those
+  // in the page cache, the host's MemAvailable (0: unknown).
   uint64_t files_bytes = 0;
   uint64_t cached_bytes = 0;
   uint64_t available_bytes = 0;

@@ -14,19 +14,10 @@ Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Pla
                              double start_s, int64_t evaluations, int64_t improvements,
                              uint64_t lent_bytes) {
   PlannerResult r;
-  FERRY_ASSIGN_OR_RETURN(r.prediction, predict(weights, s, plan));
-  if (lent_bytes > 0) {
-    Plan cached = with_lent_cache(plan, s.calls, s.bytes, s.dma_s, lent_bytes);
-    if (!cached.cached.empty()) {
-      FERRY_ASSIGN_OR_RETURN(Prediction p, predict(weights, s, cached));
-      ++evaluations;
-      if (p.total_s < r.prediction.total_s) {
-        plan = std::move(cached);
-        r.prediction = p;
-      }
-    }
-  }
-  r.plan = std::move(plan);
+  FERRY_ASSIGN_OR_RETURN(r.plan,
+                         with_lent_cache_if_faster(weights, s, std::move(plan), lent_bytes,
+                                                   &evaluations));
+  FERRY_ASSIGN_OR_RETURN(r.prediction, predict(weights, s, r.plan));
   r.start_s = start_s < 0 ? r.prediction.total_s : start_s;
   r.evaluations = evaluations;
   r.improvements = improvements;
@@ -34,6 +25,17 @@ Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Pla
 }
 
 }  // namespace
+
+Result<Plan> with_lent_cache_if_faster(const ModelWeights& weights, const Schedule& schedule,
+                                       Plan plan, uint64_t lent_bytes, int64_t* evaluations) {
+  if (lent_bytes == 0) return plan;
+  Plan cached = with_lent_cache(plan, schedule.calls, schedule.bytes, schedule.dma_s, lent_bytes);
+  if (cached.cached.empty()) return plan;
+  FERRY_ASSIGN_OR_RETURN(const Prediction without, predict(weights, schedule, plan));
+  FERRY_ASSIGN_OR_RETURN(const Prediction with, predict(weights, schedule, cached));
+  if (evaluations != nullptr) *evaluations += 2;
+  return with.total_s < without.total_s ? cached : plan;
+}
 
 Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& schedule,
                                 uint64_t weight_budget, const PlannerOptions& options) {

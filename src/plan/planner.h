@@ -76,6 +76,13 @@ struct PlannerResult {
 Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& schedule,
                                 uint64_t weight_budget, const PlannerOptions& options = {});
 
+// `plan` with a lent cache of at most `lent_bytes` (plan/lent_cache.h) where the predictor says
+// that is faster, else `plan` itself; `evaluations`, if given, counts the prediction. What the
+// planner does to its best plan, for plans chosen by hand (--resident, --resident-count).
+Result<Plan> with_lent_cache_if_faster(const ModelWeights& weights, const Schedule& schedule,
+                                       Plan plan, uint64_t lent_bytes,
+                                       int64_t* evaluations = nullptr);
+
 // The same from a call sequence and a profile (builds the Schedule first).
 Result<PlannerResult> make_plan(const ModelWeights& weights, const std::vector<Call>& calls,
                                 const Profile& profile, uint64_t weight_budget,

@@ -253,6 +253,18 @@ TEST_F(PlanCli, BenchSweepsMeasuredAgainstPredicted) {
   }
   EXPECT_GT(b["sweep"][0]["measured_link_bytes"].get<double>(), 0.0);
   EXPECT_NE(slurp(file("bench.svg")).find("measured"), std::string::npos);
+  // The CPU holds every weight: the all-resident run is measured, and T_lb's compute term is
+  // never above it; the bound is still the larger of its terms.
+  ASSERT_TRUE(b["all_resident_s"].is_number()) << b["all_resident_note"];
+  const double all = b["all_resident_s"].get<double>();
+  EXPECT_GT(all, 0.0);
+  for (const auto& row : b["sweep"]) {
+    const double compute = row["bound_compute_s"].get<double>();
+    const double link = row["bound_link_s"].get<double>();
+    EXPECT_GT(compute, 0.0);
+    EXPECT_LE(compute, all);
+    EXPECT_DOUBLE_EQ(row["bound_s"].get<double>(), std::max(compute, link));
+  }
 }
 
 TEST_F(PlanCli, AutomaticBudget) {
