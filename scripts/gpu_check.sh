@@ -720,6 +720,14 @@ PY
 stage_session7b() {
   local m="$models/alpamayo-r1-10b" p=bench/profiles/h200-alpamayo-r1-10b.profile.json v
   synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  # The storage's own read rate (dd, O_DIRECT, 64 MiB blocks): one shard alone, then every shard
+  # at once (five reads in flight); and ferry's storage probe with larger, more parallel buffers.
+  local first=("$m"/*.safetensors)
+  step storage_dd1 120 dd if="${first[0]}" of=/dev/null bs=64M iflag=direct
+  step storage_dd_all 200 bash -c 'for f in "$0"/*.safetensors; do
+      dd if="$f" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1 & done; wait' "$m"
+  python3 scripts/page_cache.py report "$m" >"$LOGS/cache_7b.log" 2>&1
+  for v in 15GiB 8GiB; do "$build/ferry" run --model "$m" --vram "$v" --json --quiet >/dev/null 2>&1; done
   for v in 15GiB 8GiB; do
     step "bench_ar1_$v" 200 watched "bench_ar1_$v" "$build/ferry" bench --model "$m" --runs 3 \
       --warmup 1 --json --quiet --vram "$v" --profile "$p"

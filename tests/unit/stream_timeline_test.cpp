@@ -55,6 +55,7 @@ TEST_P(Timelines, SpansFollowTheExecutorsSchedule) {
   SessionOptions o;
   o.plan.resident = std::vector<std::string>{"text.layers.1"};
   o.plan.slots = slots;
+  o.plan.lent_cache = false;  // every copy goes through the ring, in its order
   o.streaming.poison_slots = true;
   auto backend = create_cpu_backend(testing::hostile_streams());
   auto s = m.open(*backend, o);
