@@ -727,7 +727,6 @@ stage_session7b() {
   step storage_dd_all 200 bash -c 'for f in "$0"/*.safetensors; do
       dd if="$f" of=/dev/null bs=64M iflag=direct 2>&1 | tail -1 & done; wait' "$m"
   python3 scripts/page_cache.py report "$m" >"$LOGS/cache_7b.log" 2>&1
-  for v in 15GiB 8GiB; do "$build/ferry" run --model "$m" --vram "$v" --json --quiet >/dev/null 2>&1; done
   for v in 15GiB 8GiB; do
     step "bench_ar1_$v" 200 watched "bench_ar1_$v" "$build/ferry" bench --model "$m" --runs 3 \
       --warmup 1 --json --quiet --vram "$v" --profile "$p"
