@@ -750,6 +750,13 @@ stage_session7c() {
   done
 }
 
+# Session 7, fourth call (issue 9): a fresh profile and the measured sweep, T_lb's compute term
+# now the all-resident run of the sweep's own process where that is smaller.
+stage_session7d() {
+  planned_profile alpamayo-r1-10b ar1
+  measured_sweep_ar1
+}
+
 # The start in a short device budget and its table.
 start_quick_table() {
   stage_start_quick
