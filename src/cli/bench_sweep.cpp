@@ -180,8 +180,8 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
                     {"copy_bandwidth_gbs", limits.copy_bandwidth / 1e9},
                     {"h2d_gbs", limits.h2d_bandwidth / 1e9}};
     j["max_abs_error"] = worst;
-    j["all_resident_s"] = all_resident_s ? nlohmann::ordered_json(*all_resident_s)
-                                         : nlohmann::ordered_json();
+    j["all_resident_s"] =
+        all_resident_s ? nlohmann::ordered_json(*all_resident_s) : nlohmann::ordered_json();
     j["all_resident_note"] = all_resident_note;
     j["sweep"] = sweep_json(rows, weights);
     if (!a.plot.empty()) j["plot"] = a.plot;
@@ -195,9 +195,10 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
               ctx.profile.source.c_str(), limits.h2d_bandwidth / 1e9);
   print_sweep(stdout, rows, weights);
   if (all_resident_s) {
-    std::printf("\nall resident: %.4f s (%s; T_lb's compute term where smaller than the "
-                "profile's)\n",
-                *all_resident_s, all_resident_note.c_str());
+    std::printf(
+        "\nall resident: %.4f s (%s; T_lb's compute term where smaller than the "
+        "profile's)\n",
+        *all_resident_s, all_resident_note.c_str());
   } else {
     std::printf("\nall resident: %s\n", all_resident_note.c_str());
   }

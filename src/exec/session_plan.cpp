@@ -312,9 +312,9 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
   if (req.resident || req.resident_count) {
     // A plan chosen by hand gets the lent cache as the planner's own would (it costs no device
     // bytes): comparisons against the planner differ in the choice of residents only.
-    FERRY_ASSIGN_OR_RETURN(sp.plan, with_lent_cache_if_faster(weights, ctx.schedule,
-                                                              std::move(sp.plan),
-                                                              planner.lent_bytes));
+    FERRY_ASSIGN_OR_RETURN(
+        sp.plan,
+        with_lent_cache_if_faster(weights, ctx.schedule, std::move(sp.plan), planner.lent_bytes));
   }
   sp.memory = ctx.memory(sp.plan, weights, vram.value_or(0));
   if (vram && sp.memory.total() > *vram) {

@@ -14,9 +14,8 @@ Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Pla
                              double start_s, int64_t evaluations, int64_t improvements,
                              uint64_t lent_bytes) {
   PlannerResult r;
-  FERRY_ASSIGN_OR_RETURN(r.plan,
-                         with_lent_cache_if_faster(weights, s, std::move(plan), lent_bytes,
-                                                   &evaluations));
+  FERRY_ASSIGN_OR_RETURN(
+      r.plan, with_lent_cache_if_faster(weights, s, std::move(plan), lent_bytes, &evaluations));
   FERRY_ASSIGN_OR_RETURN(r.prediction, predict(weights, s, r.plan));
   r.start_s = start_s < 0 ? r.prediction.total_s : start_s;
   r.evaluations = evaluations;
