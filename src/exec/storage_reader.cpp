@@ -21,6 +21,7 @@ StorageReader::~StorageReader() {
   for (auto& [file, h] : handles_) {
     if (h.owned) ::close(h.fd);
   }
+  for (int fd : retired_) ::close(fd);
 }
 
 Result<StorageReader::Handle> StorageReader::handle(const MappedFile& file) {
@@ -51,16 +52,28 @@ Result<StorageReader::Handle> StorageReader::handle(const MappedFile& file) {
 
 Status StorageReader::read_aligned(const MappedFile& file, uint64_t offset, uint64_t bytes,
                                    uint64_t need, std::byte* dst) {
-  FERRY_ASSIGN_OR_RETURN(const Handle h, handle(file));
+  FERRY_ASSIGN_OR_RETURN(Handle h, handle(file));
   if (h.direct && (offset % kStorageAlignment != 0 || bytes % kStorageAlignment != 0 ||
                    reinterpret_cast<uintptr_t>(dst) % kStorageAlignment != 0)) {
     return make_error(ErrorCode::internal, file.path() + ": unaligned direct read");
   }
   uint64_t done = 0;
   while (done < bytes) {
-    const ssize_t n = ::pread(h.fd, dst + done, bytes - done, static_cast<off_t>(offset + done));
+    ssize_t n = 0;
+    if (h.direct && refuse_direct_reads_for_tests) {
+      n = -1;
+      errno = EINVAL;
+    } else {
+      n = ::pread(h.fd, dst + done, bytes - done, static_cast<off_t>(offset + done));
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EINVAL && h.direct) {
+        // Opened with O_DIRECT but refused at the read (some file systems do): plain preads on
+        // the mapping's descriptor from here on, for this file.
+        h = buffered(file, std::strerror(errno));
+        continue;
+      }
       return make_error(ErrorCode::io, file.path() + ": read at " + std::to_string(offset + done) +
                                            ": " + std::strerror(errno));
     }
@@ -73,6 +86,19 @@ Status StorageReader::read_aligned(const MappedFile& file, uint64_t offset, uint
                                          " bytes at " + std::to_string(offset) + ")");
   }
   return {};
+}
+
+StorageReader::Handle StorageReader::buffered(const MappedFile& file, const char* why) {
+  std::lock_guard lock(mutex_);
+  Handle& h = handles_[&file];
+  if (h.direct) {
+    // The O_DIRECT descriptor stays open until the reader goes: other threads may be reading it.
+    if (h.owned) retired_.push_back(h.fd);
+    h = Handle{file.fd(), false, false};
+    all_direct_ = false;
+    if (why_not_.empty()) why_not_ = file.path() + ": O_DIRECT read refused (" + why + ")";
+  }
+  return h;
 }
 
 Status StorageReader::prepare(const MappedFile& file) {

@@ -7,8 +7,9 @@
 // Each mapped file is reopened through /proc/self/fd (so it is the inode the mapping holds, even
 // after another file was renamed over its path) with O_DIRECT: reads go from storage into the
 // caller's buffer without a page-cache copy and leave the page cache alone. Where the file system
-// refuses O_DIRECT (tmpfs, some network file systems) or /proc is missing, the mapping's own
-// descriptor is read with plain pread: still large reads, through the page cache.
+// refuses O_DIRECT (tmpfs, some network file systems), at the open or at the first read, or /proc
+// is missing, the mapping's own descriptor is read with plain pread: still large reads, through
+// the page cache.
 //
 // O_DIRECT wants the buffer, the file offset and the length aligned to the storage's logical
 // block: read_aligned() takes 4 KiB-aligned ranges (the largest logical block in common use), and
@@ -20,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "format/mapped_file.h"
@@ -60,6 +62,9 @@ class StorageReader {
   // Why a file was read without O_DIRECT (empty when none was).
   std::string why_not_direct() const;
 
+  // Tests: every O_DIRECT read fails as a file system that opens but refuses them would.
+  bool refuse_direct_reads_for_tests = false;
+
  private:
   struct Handle {
     int fd = -1;
@@ -67,10 +72,13 @@ class StorageReader {
     bool direct = false;
   };
   Result<Handle> handle(const MappedFile& file);
+  // Switches `file` to plain preads on the mapping's descriptor (a refused O_DIRECT read).
+  Handle buffered(const MappedFile& file, const char* why);
 
   bool want_direct_;
   mutable std::mutex mutex_;
   std::map<const MappedFile*, Handle> handles_;
+  std::vector<int> retired_;  // O_DIRECT descriptors given up (closed with the reader)
   bool all_direct_ = true;
   std::string why_not_;
 };

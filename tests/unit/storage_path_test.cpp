@@ -157,6 +157,24 @@ TEST_F(StorageTest, ATruncatedFileIsAnErrorNamingIt) {
   }
 }
 
+// A file system that opens with O_DIRECT and then refuses the reads: the file is read with plain
+// preads instead, and the reader says why.
+TEST_F(StorageTest, RefusedDirectReadsFallBackToPlainReads) {
+  const std::vector<std::byte> want = write_file("r.bin", 3 * 4096 + 77);
+  const MappedFile file = MappedFile::open(path("r.bin")).value();
+  StorageReader reader(true);
+  reader.refuse_direct_reads_for_tests = true;
+  std::vector<std::byte> buf(4 * 4096 + 4096);
+  auto* aligned =
+      reinterpret_cast<std::byte*>((reinterpret_cast<uintptr_t>(buf.data()) + 4095) / 4096 * 4096);
+  const AlignedRange r = aligned_range(100, want.size() - 100);
+  ASSERT_TRUE(
+      reader.read_aligned(file, r.offset, r.bytes, r.head + want.size() - 100, aligned).ok());
+  EXPECT_EQ(std::memcmp(aligned + r.head, want.data() + 100, want.size() - 100), 0);
+  EXPECT_FALSE(reader.direct());
+  EXPECT_NE(reader.why_not_direct().find("refused"), std::string::npos) << reader.why_not_direct();
+}
+
 // Storage reads want room for a block on each side of a piece.
 TEST(StorageRing, RefusesBuffersTooSmallForAlignedReads) {
   auto backend = create_cpu_backend();
