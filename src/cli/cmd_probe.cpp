@@ -202,7 +202,7 @@ ModelProbe probe_model(Backend& backend, const ProbeArgs& a) {
                 a.host_path + "'");
   }
   o.host_path = *path;
-  o.storage_bytes = report.check(parse_size(a.storage_bytes));
+  o.storage_bytes = a.storage_bytes == "0" ? 0 : report.check(parse_size(a.storage_bytes));
   ModelProbe p;
   p.result = report.check(probe_byte_paths(backend, m.weights, m.checkpoint, a.model, o));
   // The capacity gate: resident room beside what every plan needs (runtime, activations,

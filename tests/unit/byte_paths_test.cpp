@@ -219,6 +219,14 @@ TEST_F(ProbeTest, CliPrintsFactsRatesAndVerdicts) {
   auto back = byte_path_rates_from_json(text.str());
   ASSERT_TRUE(back.ok()) << back.error().to_string();
   EXPECT_EQ(back->working_set_bytes, w.total_bytes());
+  // --storage-bytes 0 skips the storage probe and says so.
+  const testing::Ended skip =
+      testing::run_ferry_args({"probe", "--backend", "cpu", "--json", "--passes", "1", "--model",
+                               dir_, "--storage-bytes", "0"});
+  ASSERT_EQ(skip.code, 0) << skip.err;
+  const auto s = nlohmann::json::parse(skip.out)["model"]["storage"];
+  EXPECT_TRUE(s["gb_per_s"].is_null()) << s.dump();
+  EXPECT_NE(s["note"].get<std::string>().find("not asked for"), std::string::npos) << s.dump();
   // Without a model: facts only; --save without --model is refused.
   const testing::Ended facts = testing::run_ferry_args({"probe", "--backend", "cpu"});
   EXPECT_EQ(facts.code, 0) << facts.err;
