@@ -59,7 +59,7 @@ struct BounceOptions {
 struct BounceStats {
   uint64_t bytes = 0;          // bytes that went through the buffers
   uint64_t chunks = 0;         // buffer fills
-  double fill_seconds = 0.0;   // host time filling buffers (guarded copies)
+  double fill_seconds = 0.0;   // host time filling buffers (guarded copies or storage reads)
   double drain_seconds = 0.0;  // host time waiting for a buffer's previous DMA to finish
   uint64_t read_bytes = 0;     // storage source: bytes read (the aligned ranges)
 };
@@ -76,8 +76,8 @@ class FillCrew {
 
   // `bytes` from the mapping at `src` into `dst`.
   Status copy(void* dst, const std::byte* src, size_t bytes, const MappedFile& file);
-  // The aligned range `range` of `file` into `dst` (aligned) with `reader`; `need` bytes of it
-  // must exist (StorageReader::read_aligned).
+  // The aligned range [offset, offset + bytes) of `file` into `dst` (aligned) with `reader`;
+  // its first `need` bytes must exist (StorageReader::read_aligned).
   Status read(void* dst, StorageReader& reader, const MappedFile& file, uint64_t offset,
               uint64_t bytes, uint64_t need);
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }
