@@ -757,6 +757,18 @@ stage_session7d() {
   measured_sweep_ar1
 }
 
+# Session 7, fifth call (issue 11): the byte paths end to end in one run at 15 GiB on the packed
+# checkpoint (every group one range, so every streamed group can be mapped): the probe's rates
+# and verdicts, then the chosen plan against map, per-use copy, bounce and all resident.
+stage_session7e() {
+  local m="$models/alpamayo-r1-10b" packed="$models/alpamayo-r1-10b-packed"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  [ -f "$packed/config.json" ] || step pack_ar1 300 "$build/ferry" pack "$m" "$packed"
+  step forced_paths_ar1 500 python3 scripts/forced_paths.py --ferry "$build/ferry" \
+    --model "$packed" --vram 15GiB --json "$OUT/forced_paths_ar1.json"
+  tail -8 "$LOGS/forced_paths_ar1.log" | tee "$OUT/forced_paths_ar1.txt"
+}
+
 # The start in a short device budget and its table.
 start_quick_table() {
   stage_start_quick

@@ -223,6 +223,18 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   EXPECT_EQ(bench["profile_source"], "measured");
   EXPECT_GT(bench["prediction"]["total_s"].get<double>(), 0.0);
   ASSERT_TRUE(bench.contains("streams")) << "weights stream at this budget";
+  // Through the bounce ring the ring's worker enqueues the copies: no timeline, and the bench
+  // still measures, with the same tokens. (The storage path shares the ring, but reads nothing
+  // in place, so this budget cannot hold its resident embedding.)
+  for (const char* path : {"bounce"}) {
+    const nlohmann::json ring =
+        ok_json("bench" + model() + kWorkload + v + with + " --runs 1 --warmup 0 --json --quiet" +
+                " --host-path " + path);
+    EXPECT_FALSE(ring.contains("streams")) << path;
+    EXPECT_GT(ring["stages"]["total"]["median_s"].get<double>(), 0.0) << path;
+    EXPECT_GT(ring["streamed_bytes_per_run"].get<double>(), 0.0) << path;
+    EXPECT_EQ(ring["tokens"], bench["tokens"]) << path;
+  }
   EXPECT_GT(bench["streams"]["copy_busy_s"].get<double>(), 0.0);
   const double hidden = bench["streams"]["hidden_fraction"].get<double>();
   EXPECT_GE(hidden, 0.0);
