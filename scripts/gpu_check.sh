@@ -769,6 +769,38 @@ stage_session7e() {
   tail -8 "$LOGS/forced_paths_ar1.log" | tee "$OUT/forced_paths_ar1.txt"
 }
 
+# Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
+# cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
+# at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and
+# storage run; registered has to fault and pin 22 GB in 8 GiB.
+lowmem() {  # lowmem NAME LIMIT_S ARGS...: ferry run inside the cgroup
+  local name=$1 limit=$2; shift 2
+  python3 scripts/page_cache.py evict "$models/alpamayo-r1-10b" >/dev/null 2>&1
+  step "$name" "$limit" bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$build/ferry" run \
+    --model "$models/alpamayo-r1-10b" --vram 15GiB --json --quiet "$@"
+}
+stage_session7f() {
+  cg=/sys/fs/cgroup/ferry_lowmem
+  if mkdir -p "$cg" 2>/dev/null && echo 8589934592 >"$cg/memory.max" 2>/dev/null; then
+    echo "cgroup v2: $cg" >"$LOGS/cgroup.log"
+  else
+    rmdir "$cg" 2>/dev/null
+    cg=/sys/fs/cgroup/memory/ferry_lowmem
+    mkdir -p "$cg" && echo 8589934592 >"$cg/memory.limit_in_bytes" ||
+      { echo "no memory cgroup here" >"$LOGS/cgroup.log"; return; }
+    echo "cgroup v1: $cg" >"$LOGS/cgroup.log"
+  fi
+  export cg
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step resident_ar1 200 "$build/ferry" run --model "$models/alpamayo-r1-10b" --json --quiet
+  lowmem lowmem_auto 200
+  step same_lowmem_auto 10 same_as "$LOGS/resident_ar1.log" "$LOGS/lowmem_auto.log"
+  lowmem lowmem_registered 90 --host-path registered
+  cat "$cg"/memory.peak "$cg"/memory.max_usage_in_bytes "$cg"/memory.events 2>/dev/null \
+    >"$LOGS/cgroup_usage.log"
+  start_table "$LOGS"/lowmem_*.log | tee "$OUT/lowmem_ar1.txt"
+}
+
 # The start in a short device budget and its table.
 start_quick_table() {
   stage_start_quick

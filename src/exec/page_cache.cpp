@@ -53,7 +53,9 @@ PageCacheState page_cache_state(const Checkpoint& checkpoint, int samples) {
   return s;
 }
 
-std::optional<uint64_t> host_available_bytes() {
+namespace {
+
+std::optional<uint64_t> meminfo_available() {
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -65,6 +67,59 @@ std::optional<uint64_t> host_available_bytes() {
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+// One number from a cgroup file; nullopt for "max", a missing file or anything else.
+std::optional<uint64_t> read_number(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word) || word.empty() || word.size() > 20) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : word) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+std::optional<uint64_t> cgroup_memory_room(const std::string& root) {
+  std::ifstream in(root + "proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "0::/path" (v2) or "N:memory:/path" (v1; the controller list may name several).
+    const size_t a = line.find(':');
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    if (path.find("..") != std::string::npos) continue;
+    if (!path.empty() && path.back() != '/') path += '/';
+    std::optional<uint64_t> limit, usage;
+    if (controllers.empty()) {
+      const std::string dir = root + "sys/fs/cgroup" + path;
+      limit = read_number(dir + "memory.max");
+      usage = read_number(dir + "memory.current");
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      const std::string dir = root + "sys/fs/cgroup/memory" + path;
+      limit = read_number(dir + "memory.limit_in_bytes");
+      usage = read_number(dir + "memory.usage_in_bytes");
+    } else {
+      continue;
+    }
+    // v1 says "no limit" with a huge number: anything past an exbibyte is none.
+    if (!limit || !usage || *limit >= (uint64_t{1} << 60)) continue;
+    return *limit > *usage ? *limit - *usage : 0;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> host_available_bytes() {
+  const std::optional<uint64_t> host = meminfo_available();
+  const std::optional<uint64_t> cgroup = cgroup_memory_room();
+  if (host && cgroup) return std::min(*host, *cgroup);
+  return host ? host : cgroup;
 }
 
 bool read_from_storage(const PageCacheState& state, uint64_t reserve) {

@@ -23,8 +23,15 @@ struct PageCacheState {
 // few milliseconds for a 22 GB checkpoint, where a full scan takes tens).
 PageCacheState page_cache_state(const Checkpoint& checkpoint, int samples = 1024);
 
-// MemAvailable from /proc/meminfo (nullopt where there is none).
+// What this process may still fill: MemAvailable from /proc/meminfo, or less where its memory
+// cgroup has a limit (limit less usage, a conservative room: the usage counts the cgroup's
+// page cache too); nullopt where neither can be read.
 std::optional<uint64_t> host_available_bytes();
+
+// The room under this process's memory cgroup limit (cgroup v2 memory.max - memory.current, or
+// v1 memory.limit_in_bytes - memory.usage_in_bytes), read below `root` ("/" on a real system;
+// tests pass a folder that mimics one); nullopt without a limit or where it cannot be read.
+std::optional<uint64_t> cgroup_memory_room(const std::string& root = "/");
 
 // Whether a checkpoint in `state` should be read from storage rather than registered: its bytes
 // not in the page cache exceed what the host has available (less its cached bytes, which pinning

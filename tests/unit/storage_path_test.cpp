@@ -240,6 +240,34 @@ TEST(PageCache, ReadFromStorageOnlyWhenTheMissingBytesDoNotFit) {
   EXPECT_FALSE(read_from_storage(s, 0));  // unknown: registration as before
 }
 
+// A memory cgroup's limit bounds what the host tier counts as available: v2 and v1 layouts,
+// "max" and v1's huge "no limit" as none, a usage above the limit as no room.
+TEST_F(StorageTest, CgroupLimitBoundsTheRoom) {
+  const fs::path root = dir_ / "root";
+  auto put = [&](const std::string& rel, const std::string& text) {
+    fs::create_directories((root / rel).parent_path());
+    std::ofstream(root / rel) << text;
+  };
+  const std::string r = root.string() + "/";
+  put("proc/self/cgroup", "0::/job\n");
+  EXPECT_FALSE(cgroup_memory_room(r).has_value()) << "no memory files";
+  put("sys/fs/cgroup/job/memory.max", "max\n");
+  put("sys/fs/cgroup/job/memory.current", "1000\n");
+  EXPECT_FALSE(cgroup_memory_room(r).has_value()) << "no limit";
+  put("sys/fs/cgroup/job/memory.max", "8589934592\n");
+  EXPECT_EQ(cgroup_memory_room(r), std::optional<uint64_t>(8589934592ull - 1000));
+  put("sys/fs/cgroup/job/memory.current", "9000000000\n");
+  EXPECT_EQ(cgroup_memory_room(r), std::optional<uint64_t>(0));
+  put("proc/self/cgroup", "5:cpu,cpuacct:/x\n4:memory:/job1\n0::/\n");
+  put("sys/fs/cgroup/memory/job1/memory.limit_in_bytes", "9223372036854771712\n");
+  put("sys/fs/cgroup/memory/job1/memory.usage_in_bytes", "5\n");
+  EXPECT_FALSE(cgroup_memory_room(r).has_value()) << "v1 without a limit";
+  put("sys/fs/cgroup/memory/job1/memory.limit_in_bytes", "4096\n");
+  EXPECT_EQ(cgroup_memory_room(r), std::optional<uint64_t>(4091));
+  put("proc/self/cgroup", "4:memory:/../etc\n");
+  EXPECT_FALSE(cgroup_memory_room(r).has_value()) << "a path out of the tree is ignored";
+}
+
 TEST(PageCache, HostAvailableIsReadOnLinux) {
   if (!fs::exists("/proc/meminfo")) GTEST_SKIP() << "no /proc/meminfo";
   const auto a = host_available_bytes();
