@@ -138,9 +138,8 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
   std::string all_resident_note;
   {
     std::unique_ptr<Backend> owned = make_backend();
-    SessionOptions o = so;
     Result<std::unique_ptr<Session>> session =
-        Session::open(*owned, m.config, weights, m.checkpoint, w, o);
+        Session::open(*owned, m.config, weights, m.checkpoint, w, so);
     if (!session.ok()) {
       all_resident_note = "not measured: " + session.error().message;
     } else {

@@ -217,8 +217,8 @@ void bench(const BenchArgs& a) {
   }
   // What the copy engine did, from timing events in one more run (not in the timed ones).
   std::optional<TimelineSummary> timeline;
-  // The bounce ring's worker enqueues its copies: no timeline there (the JSON has no "streams").
-  if (a.timeline && session->tier().bounce() == nullptr) {
+  // None through the bounce ring (the JSON then has no "streams").
+  if (a.timeline && session->streaming_provider().records_timelines()) {
     if (say && session->plan().slots > 0) {
       std::fprintf(stderr, "bench: one more run with timing events on both streams...\n");
     }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "exec/page_cache.h"
 #include "exec/streaming_provider.h"
 #include "plan/plan.h"
 
@@ -16,22 +17,6 @@ namespace ferry {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Pages of [data, data + bytes) in the page cache, and pages in all.
-std::pair<uint64_t, uint64_t> cached_pages(const void* data, size_t bytes) {
-  if (bytes == 0) return {0, 0};
-  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data) / page * page;
-  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) / page * page;
-  const size_t pages = (end - begin) / page;
-  std::vector<unsigned char> vec(pages);
-  if (::mincore(reinterpret_cast<void*>(begin), end - begin, vec.data()) != 0) {
-    return {pages, pages};  // cannot tell: taken as cached
-  }
-  uint64_t in = 0;
-  for (unsigned char v : vec) in += v & 1u;
-  return {in, pages};
-}
 
 // One warm-up pass, then `passes` timed ones (each enqueues its work and synchronizes); the
 // median pass gives the rate of `bytes` per pass.
@@ -210,11 +195,6 @@ Result<PathRate> probe_storage(Backend& backend, Stream& stream, const ModelWeig
 }
 
 }  // namespace
-
-double page_cache_fraction(const void* data, size_t bytes) {
-  const auto [in, all] = cached_pages(data, bytes);
-  return all == 0 ? 1.0 : static_cast<double>(in) / static_cast<double>(all);
-}
 
 Result<ByteProbeResult> probe_byte_paths(Backend& backend, const ModelWeights& weights,
                                          const Checkpoint& checkpoint, const std::string& dir,

@@ -57,10 +57,6 @@ struct ByteProbeResult {
   std::string host_how;
 };
 
-// Fraction of the pages of [data, data + bytes) that are in the page cache (mincore); 1 for an
-// empty range, and 1 where mincore cannot tell (the range is then taken as cached).
-double page_cache_fraction(const void* data, size_t bytes);
-
 // `dir`: the checkpoint's folder, opened a second time for the pageable mapping.
 Result<ByteProbeResult> probe_byte_paths(Backend& backend, const ModelWeights& weights,
                                          const Checkpoint& checkpoint, const std::string& dir,

@@ -22,10 +22,29 @@ std::string gb(uint64_t bytes) {
 
 }  // namespace
 
+std::pair<uint64_t, uint64_t> cached_pages(const void* data, size_t bytes) {
+  if (bytes == 0) return {0, 0};
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) / page * page;
+  const size_t pages = (end - begin) / page;
+  std::vector<unsigned char> vec(pages);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, vec.data()) != 0) {
+    return {pages, pages};  // cannot tell: taken as cached
+  }
+  uint64_t in = 0;
+  for (unsigned char v : vec) in += v & 1u;
+  return {in, pages};
+}
+
+double page_cache_fraction(const void* data, size_t bytes) {
+  const auto [in, all] = cached_pages(data, bytes);
+  return all == 0 ? 1.0 : static_cast<double>(in) / static_cast<double>(all);
+}
+
 PageCacheState page_cache_state(const Checkpoint& checkpoint, int samples) {
   PageCacheState s;
   static const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> vec(kWindowPages);
   for (const SafetensorsFile& f : checkpoint.files()) {
     const auto bytes = f.file_bytes();
     s.file_bytes += bytes.size();
@@ -38,13 +57,9 @@ PageCacheState page_cache_state(const Checkpoint& checkpoint, int samples) {
     for (uint64_t w = 0; w < windows; ++w) {
       const uint64_t first = pages * w / windows;
       const uint64_t n = std::min(kWindowPages, pages - first);
-      auto* at = const_cast<std::byte*>(bytes.data()) + first * page;
-      if (::mincore(at, n * page, vec.data()) != 0) {
-        in += n;  // cannot tell: taken as cached, as registration would find it
-      } else {
-        for (uint64_t i = 0; i < n; ++i) in += vec[i] & 1u;
-      }
-      seen += n;
+      const auto [cached, all] = cached_pages(bytes.data() + first * page, n * page);
+      in += cached;
+      seen += all;
     }
     s.cached_bytes += static_cast<uint64_t>(static_cast<double>(bytes.size()) *
                                             static_cast<double>(in) / static_cast<double>(seen));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "format/safetensors.h"
 
@@ -18,6 +19,12 @@ struct PageCacheState {
   uint64_t cached_bytes = 0;  // of those, in the page cache (estimated from evenly spread samples)
   std::optional<uint64_t> available_bytes;  // the host's MemAvailable (nullopt: unknown)
 };
+
+// Pages of [data, data + bytes) in the page cache, and pages in all (mincore; where it cannot
+// tell, every page is taken as cached, as registration would find it).
+std::pair<uint64_t, uint64_t> cached_pages(const void* data, size_t bytes);
+// Their fraction; 1 for an empty range.
+double page_cache_fraction(const void* data, size_t bytes);
 
 // Samples each file's mapping with mincore (at most `samples` windows of 16 pages per file: a
 // few milliseconds for a 22 GB checkpoint, where a full scan takes tens).

@@ -102,9 +102,7 @@ StorageReader::Handle StorageReader::buffered(const MappedFile& file, const char
 }
 
 Status StorageReader::prepare(const MappedFile& file) {
-  FERRY_ASSIGN_OR_RETURN(const Handle h, handle(file));
-  (void)h;
-  return {};
+  return handle(file).status();
 }
 
 bool StorageReader::direct() const {

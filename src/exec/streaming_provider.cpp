@@ -226,7 +226,7 @@ void StreamingProvider::mark(const std::vector<std::unique_ptr<Event>>& events, 
 }
 
 Result<StreamTimeline> StreamingProvider::timeline() const {
-  if (bounce_ != nullptr) {
+  if (!records_timelines()) {
     return make_error(ErrorCode::unsupported,
                       "streaming: no timeline on the bounce path (its copies are enqueued by the "
                       "ring's worker thread)");

@@ -113,6 +113,9 @@ class StreamingProvider final : public GroupProvider {
   // Records the timeline of the inferences that begin from now on (events are made at the next
   // begin()); false stops recording.
   void set_timeline(bool on) { timeline_on_ = on; }
+  // Whether timelines can be recorded: not through the bounce ring (bounce and storage paths),
+  // whose worker thread enqueues the copies.
+  bool records_timelines() const { return bounce_ == nullptr; }
   // The last inference's timeline: call after it has finished (the executor synchronizes at its
   // end). An error when it was not recorded or an event has not completed.
   Result<StreamTimeline> timeline() const;
