@@ -21,16 +21,9 @@ Every variant's generated tokens are compared with the chosen plan's.
 """
 import argparse
 import json
-import subprocess
 import sys
 
-
-def last_json(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        lines = out.stderr.strip().splitlines()
-        return None, lines[-1] if lines else f"exit {out.returncode}"
-    return json.loads(out.stdout.strip().splitlines()[-1]), None
+from plan_alternatives import run_json as last_json  # one `ferry ... --json` call, its last line
 
 
 def main():
