@@ -3,6 +3,7 @@
 against the same budget forced onto each other path (issue 11).
 
   python3 scripts/forced_paths.py --ferry BIN --model DIR --vram 15GiB [--json OUT] [--runs N]
+                                  [--profile FILE] [--skip-probe]
 
 Each variant is one `ferry bench` process (a warm-up and --runs timed inferences, the median):
 
@@ -17,7 +18,9 @@ Each variant is one `ferry bench` process (a warm-up and --runs timed inferences
   resident      every group resident (`--resident` naming all of them): refused where the budget
                 cannot hold them, and the refusal is the row
 
-Every variant's generated tokens are compared with the chosen plan's.
+Every variant's generated tokens are compared with the chosen plan's, and its measured time
+with the time the predictor gave its plan (`--profile`: a measured profile; with mapped times,
+`ferry profile`'s map pass, the map row is predicted from them).
 """
 import argparse
 import json
@@ -33,22 +36,27 @@ def main():
     ap.add_argument("--vram", required=True)
     ap.add_argument("--runs", default="1")
     ap.add_argument("--json")
+    ap.add_argument("--profile", help="a measured profile for plan and bench")
+    ap.add_argument("--skip-probe", action="store_true", help="no `ferry probe` first")
     a = ap.parse_args()
     base = ["--model", a.model, "--vram", a.vram]
+    planning = base + (["--profile", a.profile] if a.profile else [])
 
-    probe, err = last_json([a.ferry, "probe", "--json", "--passes", "1", *base])
-    if probe is None:
-        sys.exit(f"forced_paths: probe failed: {err}")
-    verdicts = {}
-    for v in probe["model"]["verdicts"]:
-        verdicts[v["path"]] = verdicts.get(v["path"], 0) + 1
-    plan, err = last_json([a.ferry, "plan", "--json", *base])
+    rates, verdicts = {}, {}
+    if not a.skip_probe:
+        probe, err = last_json([a.ferry, "probe", "--json", "--passes", "1", *base])
+        if probe is None:
+            sys.exit(f"forced_paths: probe failed: {err}")
+        for v in probe["model"]["verdicts"]:
+            verdicts[v["path"]] = verdicts.get(v["path"], 0) + 1
+        rates = {k: v.get("gb_per_s") for k, v in probe["model"]["rates"].items()}
+    plan, err = last_json([a.ferry, "plan", "--json", *planning])
     if plan is None:
         sys.exit(f"forced_paths: plan failed: {err}")
     streamed = plan["plan"]["streamed"]
     everything = plan["plan"]["resident"] + streamed + plan["plan"]["host"]
 
-    bench = [a.ferry, "bench", "--json", "--quiet", "--warmup", "1", "--runs", a.runs, *base]
+    bench = [a.ferry, "bench", "--json", "--quiet", "--warmup", "1", "--runs", a.runs, *planning]
     variants = [
         ("chosen", []),
         ("map", ["--map", ",".join(streamed)] if streamed else None),
@@ -70,7 +78,8 @@ def main():
                 total = j["stages"]["total"]
                 row.update(median_s=total["median_s"], runs_s=total["runs_s"],
                            streamed_gb=j["streamed_bytes_per_run"] / 1e9,
-                           host_path=j["host_path"], tokens=j["tokens"])
+                           host_path=j["host_path"], tokens=j["tokens"],
+                           predicted_s=j.get("prediction", {}).get("total_s"))
                 if want is None:
                     want = j["tokens"]
                 row["same_tokens"] = j["tokens"] == want
@@ -78,15 +87,20 @@ def main():
         print(f"forced_paths: {name}: " + (f"{row['median_s']:.3f} s" if "median_s" in row
                                             else row["error"]), file=sys.stderr)
 
-    rates = {k: v.get("gb_per_s") for k, v in probe["model"]["rates"].items()}
     print(f"budget {a.vram}; rates GB/s {json.dumps(rates)}; verdicts {json.dumps(verdicts)}")
-    print(f"{'variant':14s} {'median':>9s} {'streamed GB':>12s}  same tokens  host path")
+    print(f"{'variant':14s} {'median':>9s} {'predicted':>10s} {'error':>7s} {'streamed GB':>12s}"
+          "  same tokens  host path")
     for r in rows:
         if "median_s" in r:
-            print(f"{r['variant']:14s} {r['median_s']:8.3f}s {r['streamed_gb']:12.1f}  "
-                  f"{'yes' if r['same_tokens'] else 'NO':11s}  {r['host_path'][:60]}")
+            pred = r.get("predicted_s")
+            err = f"{100 * (pred - r['median_s']) / r['median_s']:+6.1f}%" if pred else "-"
+            pred = f"{pred:9.3f}s" if pred else "-"
+            print(f"{r['variant']:14s} {r['median_s']:8.3f}s {pred:>10s} {err:>7s} "
+                  f"{r['streamed_gb']:12.1f}  {'yes' if r['same_tokens'] else 'NO':11s}  "
+                  f"{r['host_path'][:60]}")
         else:
-            print(f"{r['variant']:14s} {'-':>9s} {'-':>12s}  {'-':11s}  {r['error'][:100]}")
+            print(f"{r['variant']:14s} {'-':>9s} {'-':>10s} {'-':>7s} {'-':>12s}  {'-':11s}  "
+                  f"{r['error'][:100]}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"vram": a.vram, "rates": rates, "verdicts": verdicts, "rows": rows}, f,

@@ -769,6 +769,27 @@ stage_session7e() {
   tail -8 "$LOGS/forced_paths_ar1.log" | tee "$OUT/forced_paths_ar1.txt"
 }
 
+# Session 8, first call (issue 11, the planner weighing map): the packed checkpoint profiled at
+# 15 GiB with the map pass (every group read in place: C_EXE mapped), the planner's plans at 15
+# and 8 GiB with it (does it map anything on this PCIe host?), then the forced paths with that
+# profile, so the map row's prediction (from the mapped times) stands beside its measurement.
+stage_session8a() {
+  local m="$models/alpamayo-r1-10b" packed="$models/alpamayo-r1-10b-packed" v
+  local p="$LOGS/ar1_packed.profile.json"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  [ -f "$packed/config.json" ] || step pack_ar1 300 "$build/ferry" pack "$m" "$packed"
+  [ -f "$p" ] || step profile_map_ar1 480 "$build/ferry" profile --model "$packed" --vram 15GiB \
+    --out "$p" --runs 3 --json
+  cp "$p" "$OUT/" 2>/dev/null
+  for v in 15GiB 8GiB; do
+    step "plan_map_ar1_$v" 120 "$build/ferry" plan --model "$packed" --vram "$v" --profile "$p" \
+      --json
+  done
+  step forced_map_ar1 400 python3 scripts/forced_paths.py --ferry "$build/ferry" \
+    --model "$packed" --vram 15GiB --profile "$p" --skip-probe --json "$OUT/forced_map_ar1.json"
+  tail -8 "$LOGS/forced_map_ar1.log" | tee "$OUT/forced_map_ar1.txt"
+}
+
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
 # cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
 # at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and

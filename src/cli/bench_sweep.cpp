@@ -77,6 +77,7 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     Backend& backend = *owned;
     SessionOptions o = so;
     o.vram = budgets[i];
+    o.plan.map_candidates = ctx.map_candidates;
     // The planner's plan here, against the previous budget's (now planned with this moment's
     // runtime bytes, exactly as the session will check them).
     SessionPlan chosen = report.check(plan_session_full(backend, m.config, weights, w, o,

@@ -140,8 +140,10 @@ void plan(const PlanArgs& a) {
     const Result<uint64_t> runtime = parse_size(a.runtime);
     if (!runtime.ok()) report.fail("--runtime: " + runtime.error().message);
     if (*runtime == 0) report.fail("--runtime must be more than 0 bytes");
-    ctx =
-        report.check(planning_context(*backend, m.config, weights, w, so, *runtime, ctx.in_place));
+    SessionOptions with_candidates = so;
+    with_candidates.plan.map_candidates = ctx.map_candidates;
+    ctx = report.check(
+        planning_context(*backend, m.config, weights, w, with_candidates, *runtime, ctx.in_place));
   }
   if (a.sweep) {
     if (!a.out.empty()) report.fail("--out writes one plan: give --vram instead of --sweep");

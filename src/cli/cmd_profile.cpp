@@ -40,6 +40,8 @@ struct ProfileArgs {
   bool json = false;
   bool quiet = false;
   bool second_pass = true;
+  bool map_pass = true;
+  int map_runs = 1;
 };
 
 const Reporter report{"profile"};
@@ -136,6 +138,45 @@ std::string run_second_pass(const ProfileArgs& a, const OpenModel& m, const Work
   return "under copies";
 }
 
+// The map pass (exec/profiler.h map_pass_plan): on a backend and session of its own, every group
+// kernels can read in place is mapped, the rest stream one at a time; each mapped call's span is
+// its C_EXE mapped. Updates `calls`; returns what ran, or why it did not.
+std::string run_map_pass(const ProfileArgs& a, const OpenModel& m, const Workload& w,
+                         const SessionOptions& so, const std::vector<uint8_t>& in_place,
+                         const Plan& base, std::unique_ptr<Backend>& backend,
+                         std::unique_ptr<Session>& session, Progress& progress,
+                         CallMeasurements& calls) {
+  const ModelWeights& weights = m.weights;
+  const std::optional<Plan> plan = map_pass_plan(weights, in_place, base);
+  if (!plan) {
+    return "none (no group can be read in place here: it needs a tier kernels can read and a "
+           "group range that is its layout, as `ferry pack` writes)";
+  }
+  session.reset();
+  backend.reset();
+  backend = report.check(backend_from_flag(a.backend, a.session.check_streams));
+  SessionOptions mapped = so;
+  mapped.plan.plan = *plan;
+  mapped.plan.resident.reset();
+  mapped.plan.resident_count.reset();
+  mapped.plan.mapped.clear();
+  progress.stage("loading weights (mapped)");
+  Result<std::unique_ptr<Session>> opened =
+      Session::open(*backend, m.config, weights, m.checkpoint, w, mapped);
+  if (!opened.ok()) return "none (" + opened.error().message + ")";
+  session = std::move(opened).value();
+  progress.stage("timing every call read in place (mapped)");
+  const std::vector<StreamTimeline> timelines =
+      report.check(timed_runs(*session, a.map_runs, std::min(a.warmup, 1)));
+  calls.exe_mapped_s = mapped_exe_times(timelines, weights, session->plan());
+  int64_t groups = 0;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    groups += plan->placement[g] == Placement::host && !host_placement_allowed(weights.groups[g]);
+  }
+  return "mapped (" + std::to_string(groups) + " groups read in place, " +
+         std::to_string(a.map_runs) + " run" + (a.map_runs == 1 ? "" : "s") + ")";
+}
+
 void profile(const ProfileArgs& a) {
   const OpenModel m = report.check(open_model(a.model));
   const ModelWeights& weights = m.weights;
@@ -169,9 +210,13 @@ void profile(const ProfileArgs& a) {
   const Plan plan = session->plan();
   const MemoryBudget memory = session->memory();
   const std::vector<Call> session_calls = session->calls();
+  const std::vector<uint8_t> in_place = session->tier().in_place_groups(weights);
   const std::string second_pass =
       a.second_pass ? run_second_pass(a, m, w, so, plan, backend, session, *progress, calls)
                     : "none";
+  const std::string map_pass =
+      a.map_pass ? run_map_pass(a, m, w, so, in_place, plan, backend, session, *progress, calls)
+                 : "none (--no-map-pass)";
   session.reset();
   progress.reset();
   double pipeline_ratio = 1;
@@ -211,6 +256,13 @@ void profile(const ProfileArgs& a) {
     }
     j["plan"] = plan_summary_json(plan, weights, memory);
     j["second_pass"] = second_pass;
+    j["map_pass"] = map_pass;
+    int64_t mapped_groups = 0;
+    for (const GroupProfile& g : p.groups) {
+      mapped_groups += std::any_of(g.exe_mapped_s.begin(), g.exe_mapped_s.end(),
+                                   [](const auto& t) { return t.has_value(); });
+    }
+    j["mapped_groups"] = mapped_groups;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
@@ -229,6 +281,7 @@ void profile(const ProfileArgs& a) {
   std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
               p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
   std::printf("second pass %s\n", second_pass.c_str());
+  std::printf("map pass   %s\n", map_pass.c_str());
   print_plan(stdout, plan, weights, memory);
   std::printf("wrote      %s (%zu groups)\n", a.out.c_str(), p.groups.size());
 }
@@ -258,6 +311,13 @@ void add_profile_command(CLI::App& app) {
                 "Skip the second pass: the plan in sequential mode, timing every call with the "
                 "link idle (when the plan streams), or beside background copies (when nothing "
                 "streams); its times then come from the calls the first pass saw that way");
+  cmd->add_flag("!--no-map-pass", args->map_pass,
+                "Skip the map pass: every group kernels can read in place timed read from the "
+                "host mapping (C_EXE mapped, what the planner weighs map by); without it the "
+                "planner never maps a group");
+  add_int_option(cmd, "--map-runs", &args->map_runs, 1, 1000,
+                 "Timed runs of the map pass (after one untimed run)")
+      ->default_str(std::to_string(args->map_runs));
   cmd->add_flag("--json", args->json, "Print a JSON summary");
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->callback([args] { profile(*args); });

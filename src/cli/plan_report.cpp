@@ -24,6 +24,7 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
   nlohmann::ordered_json j;
   j["total_s"] = p.total_s;
   j["link_bytes"] = p.link_bytes;
+  j["mapped_bytes"] = p.mapped_bytes;
   j["copies"] = p.copies;
   j["copy_busy_s"] = p.copy_busy_s;
   j["compute_busy_s"] = p.compute_busy_s;
@@ -35,10 +36,15 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
   for (Phase ph : kStages) {
     const PhaseTime& t = p.phases[phase_index(ph)];
     if (t.calls == 0) continue;
-    stages[phase_name(ph)] = {{"wall_s", t.wall_s}, {"compute_s", t.compute_s},
-                              {"copy_s", t.copy_s}, {"stall_s", t.stall_s},
-                              {"host_s", t.host_s}, {"link_bytes", t.link_bytes},
-                              {"calls", t.calls}};
+    stages[phase_name(ph)] = {{"wall_s", t.wall_s},
+                              {"compute_s", t.compute_s},
+                              {"copy_s", t.copy_s},
+                              {"stall_s", t.stall_s},
+                              {"host_s", t.host_s},
+                              {"link_bytes", t.link_bytes},
+                              {"mapped_bytes", t.mapped_bytes},
+                              {"calls", t.calls},
+                              {"mapped_calls", t.mapped_calls}};
   }
   j["stages"] = stages;
   return j;
@@ -66,6 +72,10 @@ void print_prediction(std::FILE* out, const Prediction& p, const std::optional<L
                  "%.1f%% of it under compute; compute stalled %.4f s\n",
                  static_cast<double>(p.link_bytes) / 1e9, static_cast<long long>(p.copies),
                  p.copy_busy_s, 100.0 * p.hidden_fraction, p.stall_s);
+  }
+  if (p.mapped_bytes > 0) {
+    std::fprintf(out, "           %.2f GB read in place by mapped calls (the map path)\n",
+                 static_cast<double>(p.mapped_bytes) / 1e9);
   }
   std::fprintf(out, "%-10s %10s %10s %10s %10s %10s %9s\n", "stage", "predicted", "compute", "copy",
                "stall", "host", "link GB");

@@ -227,4 +227,13 @@ Result<void*> HostTier::in_place(const WeightGroup& group) const {
   return const_cast<std::byte*>(c[0].src);
 }
 
+std::vector<uint8_t> HostTier::in_place_groups(const ModelWeights& weights) const {
+  std::vector<uint8_t> out(weights.groups.size(), 0);
+  if (!in_place_) return out;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    out[g] = in_place(weights.groups[g]).ok() ? 1 : 0;
+  }
+  return out;
+}
+
 }  // namespace ferry

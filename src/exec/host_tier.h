@@ -71,6 +71,9 @@ class HostTier {
   // The address at which a kernel reads `group` in place: for a group of one tensor, on a tier
   // that is registered (or a backend that reads host memory directly).
   Result<void*> in_place(const WeightGroup& group) const;
+  // Per group of `weights`: whether in_place(group) succeeds (the groups a plan may map). All
+  // zero on a tier kernels cannot read.
+  std::vector<uint8_t> in_place_groups(const ModelWeights& weights) const;
 
   // The path in use: registered, bounce, pageable or storage (never automatic).
   HostPath path() const { return path_; }

@@ -439,8 +439,48 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
     if (g < dma.size()) p.groups[g].dma_s = dma[g];
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
     if (g < calls.exe_copying_s.size()) p.groups[g].exe_copying_s = calls.exe_copying_s[g];
+    if (g < calls.exe_mapped_s.size()) {
+      for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+        if (p.groups[g].exe_s[ph]) p.groups[g].exe_mapped_s[ph] = calls.exe_mapped_s[g][ph];
+      }
+    }
   }
   return p;
+}
+
+std::optional<Plan> map_pass_plan(const ModelWeights& weights, const std::vector<uint8_t>& in_place,
+                                  const Plan& base) {
+  if (in_place.size() != weights.groups.size() || base.placement.size() != weights.groups.size()) {
+    return std::nullopt;
+  }
+  Plan p;
+  p.placement = base.placement;
+  bool any = false;
+  uint64_t largest = 0;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    if (in_place[g] && !host_placement_allowed(weights.groups[g])) {
+      p.placement[g] = Placement::host;
+      any = true;
+    } else if (p.placement[g] == Placement::streamed) {
+      largest = std::max(largest, weights.groups[g].bytes);
+    }
+  }
+  if (!any) return std::nullopt;
+  p.mode = largest > 0 ? StreamMode::sequential : StreamMode::pipelined;
+  p.slots = largest > 0 ? 1 : 0;
+  p.slot_bytes = largest > 0 ? align_group_bytes(largest) : 0;
+  return p;
+}
+
+PhaseTimesOfGroups mapped_exe_times(const std::vector<StreamTimeline>& timelines,
+                                    const ModelWeights& weights, const Plan& plan) {
+  const ExeSplit split = split_exe_times(timelines, weights.groups.size());
+  PhaseTimesOfGroups out(weights.groups.size());
+  for (size_t g = 0; g < weights.groups.size() && g < plan.placement.size(); ++g) {
+    if (plan.placement[g] != Placement::host || host_placement_allowed(weights.groups[g])) continue;
+    out[g] = split.mean[g];
+  }
+  return out;
 }
 
 }  // namespace ferry

@@ -21,6 +21,10 @@
 //           launch after every host step, alone and with a copy running as for C_EXE; where no
 //           timeline has such a gap, the decorator's time from the call's compute end (a
 //           synchronize) to the next call's enqueue.
+//   mapped  where kernels can read the host tier in place, a third pass (map_pass_plan): every
+//           group whose file range is its layout read in place, the rest streamed one at a time,
+//           nothing else on the link; each mapped call's compute span is its C_EXE mapped
+//           (exe_mapped_s), what the planner weighs map by.
 //   peaks   exec/machine_limits.h (measured before the session reserves its budget).
 #pragma once
 
@@ -101,8 +105,9 @@ std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timeli
                                        const ModelWeights& weights);
 
 struct CallMeasurements {
-  PhaseTimesOfGroups exe_s;                            // per group, alone
-  PhaseTimesOfGroups exe_copying_s;                    // per group, a copy running
+  PhaseTimesOfGroups exe_s;          // per group, alone
+  PhaseTimesOfGroups exe_copying_s;  // per group, a copy running
+  PhaseTimesOfGroups exe_mapped_s;   // per group, read in place (the map pass; empty: not run)
   std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
   int runs = 0;
@@ -134,6 +139,19 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
 void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
                        const std::vector<StreamTimeline>* alone,
                        const std::vector<StreamTimeline>* under_copies = nullptr);
+
+// The map pass's plan: every group of `in_place` (HostTier::in_place_groups) on the host, read in
+// place by its kernels; the others placed as in `base` (the first pass's plan, so it fits the
+// same budget), those streamed in sequential mode (one slot, no copy beside any call), so that
+// no copy shares the link with a mapped call. nullopt when no group that reads its whole range
+// (not a row-gathering embedding) can be mapped.
+std::optional<Plan> map_pass_plan(const ModelWeights& weights, const std::vector<uint8_t>& in_place,
+                                  const Plan& base);
+
+// C_EXE mapped per group and phase from the map pass's timelines: the mean over each mapped
+// group's calls in a phase, the median over runs; only for the groups `plan` maps whole.
+PhaseTimesOfGroups mapped_exe_times(const std::vector<StreamTimeline>& timelines,
+                                    const ModelWeights& weights, const Plan& plan);
 
 // `runs` inferences with the timeline on, after `warmup` without.
 Result<std::vector<StreamTimeline>> timed_runs(Session& session, int runs, int warmup);

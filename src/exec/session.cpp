@@ -75,6 +75,7 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   planning.vram = vram;
   planning.vram_auto = false;
   if (vram && !s->tier_.readable_in_place()) *planning.vram -= std::min(*vram, tables);
+  planning.plan.map_candidates = s->tier_.in_place_groups(weights);
   FERRY_ASSIGN_OR_RETURN(s->planned_,
                          plan_session_full(backend, config, weights, workload, planning, runtime,
                                            s->tier_.readable_in_place()));
@@ -97,6 +98,7 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
     FERRY_RETURN_IF_ERROR(s->tier_.fall_back(backend, options.host_path, options.streaming.bounce));
     if (s->tier_.readable_in_place() != in_place) {
       SessionOptions again = planning;
+      again.plan.map_candidates = s->tier_.in_place_groups(weights);
       // The region was reserved with the page tables of a tier read in place set apart.
       if (vram) again.vram = *vram - std::min(*vram, tables);
       FERRY_ASSIGN_OR_RETURN(s->planned_,

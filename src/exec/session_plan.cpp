@@ -189,12 +189,14 @@ Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig
                                              const Checkpoint& checkpoint, const Workload& workload,
                                              const SessionOptions& options) {
   bool in_place = false;
+  SessionOptions with_candidates = options;
   {
     FERRY_ASSIGN_OR_RETURN(HostTier tier, HostTier::open(backend, checkpoint, options.host_path));
     in_place = tier.readable_in_place();
+    with_candidates.plan.map_candidates = tier.in_place_groups(weights);
   }
-  return planning_context(backend, config, weights, workload, options, runtime_bytes_now(backend),
-                          in_place);
+  return planning_context(backend, config, weights, workload, with_candidates,
+                          runtime_bytes_now(backend), in_place);
 }
 
 uint64_t PlanningContext::fixed_bytes() const {
@@ -248,6 +250,13 @@ Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& co
   FERRY_ASSIGN_OR_RETURN(ctx.schedule, make_schedule(weights, ctx.calls, ctx.profile));
   // Where kernels cannot read the host tier, every group is resident or streamed.
   if (!in_place) ctx.schedule.host_allowed.assign(ctx.schedule.group_count(), false);
+  // The planner maps a group where the profile timed it mapped and its range is its layout.
+  ctx.map_candidates = options.plan.map_candidates;
+  if (in_place && ctx.map_candidates.size() == weights.groups.size()) {
+    for (size_t g = 0; g < weights.groups.size(); ++g) {
+      ctx.schedule.map_allowed[g] = ctx.map_candidates[g] && ctx.schedule.map_measured[g];
+    }
+  }
   ctx.planner = planner_options(options.plan, ctx.lent_bytes);
   return ctx;
 }

@@ -58,6 +58,11 @@ struct PlanRequest {
   // of whichever plan the rest chose. Needs a tier kernels can read and, for groups of more than
   // one tensor, a packed checkpoint (each group's file range is its layout).
   std::vector<std::string> mapped;
+  // Per group: its file range is its layout, so kernels can read it in place (HostTier::
+  // in_place_groups; filled by whoever opened the tier: Session::open, planning_context_now).
+  // The planner maps a group only where this says so and the profile timed it mapped. Empty:
+  // none.
+  std::vector<uint8_t> map_candidates;
   // The planner may keep streamed groups in the runner's region while it is idle after prefill
   // (plan/lent_cache.h); false: --no-lent-cache.
   bool lent_cache = true;
@@ -124,6 +129,7 @@ struct PlanningContext {
   uint64_t stream_bytes = 0;   // the compute stream's workspaces
   uint64_t host_page_tables = 0;  // host_page_table_bytes of the registered tier (a GPU's only)
   bool in_place = true;           // kernels can read the host tier in place (embedding on the host)
+  std::vector<uint8_t> map_candidates;  // options.plan.map_candidates (Schedule::map_allowed)
   std::vector<Call> calls;
   Profile profile;    // given (--profile) or estimated
   Schedule schedule;  // the calls timed by `profile`; host placement allowed only when in_place

@@ -102,7 +102,12 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
                           std::to_string(need) + " bytes");
   }
   LowerBound lb;
-  for (size_t i = 0; i < s.calls.size(); ++i) lb.compute_s += s.exe_s[i] + s.host_after_s[i];
+  for (size_t i = 0; i < s.calls.size(); ++i) {
+    const double exe = s.map_allowed[static_cast<size_t>(s.calls[i].group)]
+                           ? std::min(s.exe_s[i], s.exe_mapped_s[i])
+                           : s.exe_s[i];
+    lb.compute_s += exe + s.host_after_s[i];
+  }
 
   uint64_t copyable = 0;
   std::vector<uint64_t> sizes;                      // distinct sizes of the groups that can stream
@@ -121,13 +126,19 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     const uint64_t slots = allow_sequential ? 1 : 2;
+    // A group the planner may map needs no room and no slot but moves its bytes at every call,
+    // like a streamed one: it is never forced resident, and t = 0 (nothing streamed, the rest
+    // mapped or resident) is a case too.
+    if (std::find(s.map_allowed.begin(), s.map_allowed.end(), true) != s.map_allowed.end()) {
+      sizes.insert(sizes.begin(), 0);
+    }
     uint64_t least = std::numeric_limits<uint64_t>::max();
     for (uint64_t t : sizes) {  // t: the largest streamed group's size
-      uint64_t forced = slots * align_group_bytes(t), traffic = 0;
+      uint64_t forced = t > 0 ? slots * align_group_bytes(t) : 0, traffic = 0;
       std::vector<KnapsackItem> items;  // value: the traffic a group avoids when resident
       for (size_t g = 0; g < s.group_count(); ++g) {
         if (s.host_allowed[g]) continue;
-        if (s.bytes[g] > t) {
+        if (s.bytes[g] > t && !s.map_allowed[g]) {
           forced += s.bytes[g];
         } else {
           traffic += value[g];

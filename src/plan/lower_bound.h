@@ -15,6 +15,11 @@
 //     budget - (larger groups) - slots × t, with sizes rounded down and the room rounded down to
 //     a unit of room/4096 (rounding sizes down only lets more fit). The bound is the least
 //     traffic over t.
+//   - A group the planner may map (Schedule::map_allowed) is never forced resident: mapped, it
+//     needs no room and moves its bytes at each call, so it is a knapsack item at every t, and
+//     t = 0 (nothing streamed) is tried as well; its calls count min(C_EXE, C_EXE mapped) in the
+//     compute term. The smallest working budget does not count on map (the planner maps only
+//     above it).
 //   It ignores that pipelining wants two slots when sequential mode is allowed, and that the
 //   link may idle (copy waits for a free slot), which only add.
 //   - A lent cache of L bytes (plan/lent_cache.h) can spare more: every entry read in a step of

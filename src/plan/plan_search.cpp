@@ -47,6 +47,10 @@ PlanSearch::PlanSearch(const ModelWeights& weights, const Schedule& schedule, ui
   for (size_t g = 0; g < schedule.group_count(); ++g) {
     if (!schedule.host_allowed[g]) candidates_.push_back(g);
   }
+  map_ok_ = map_search_candidates(schedule);
+  for (size_t g : candidates_) {
+    if (map_ok_[g]) map_candidates_.push_back(g);
+  }
   order_by_benefit();
   for (size_t g : candidates_) sizes_.push_back(schedule.bytes[g]);
   std::sort(sizes_.begin(), sizes_.end(), std::greater<>());
@@ -78,7 +82,7 @@ PlanSearch::Ledger PlanSearch::ledger(const SearchState& st) const {
   for (size_t g : candidates_) {
     if (st.resident[g]) {
       l.resident += s_.bytes[g];
-    } else {
+    } else if (!is_mapped(st, g)) {
       ++l.streamed_of_size[size_index_[g]];
     }
   }
@@ -109,6 +113,10 @@ Plan PlanSearch::to_plan(const SearchState& st) const {
   p.placement.assign(s_.group_count(), Placement::host);
   uint64_t largest = 0;
   for (size_t g : candidates_) {
+    if (is_mapped(st, g)) {
+      p.placement[g] = Placement::host;
+      continue;
+    }
     p.placement[g] = st.resident[g] ? Placement::resident : Placement::streamed;
     if (!st.resident[g]) largest = std::max(largest, s_.bytes[g]);
   }
@@ -143,7 +151,8 @@ std::vector<double> PlanSearch::costs(const std::vector<SearchState>& states, bo
 
 std::optional<SearchState> PlanSearch::start(int slots) const {
   for (uint64_t t : sizes_) {
-    SearchState st{std::vector<uint8_t>(s_.group_count(), 0), slots};
+    SearchState st{std::vector<uint8_t>(s_.group_count(), 0), slots,
+                   std::vector<uint8_t>(s_.group_count(), 0)};
     for (size_t g : candidates_) st.resident[g] = s_.bytes[g] > t ? 1 : 0;
     if (fits(st)) {
       fill(st, order_, {});
@@ -157,7 +166,7 @@ void PlanSearch::fill(SearchState& st, const std::vector<size_t>& order,
                       const std::vector<uint8_t>& excluded) const {
   Ledger l = ledger(st);
   for (size_t g : order) {
-    if (st.resident[g] || (!excluded.empty() && excluded[g])) continue;
+    if (st.resident[g] || is_mapped(st, g) || (!excluded.empty() && excluded[g])) continue;
     make_resident(l, g, true);
     if (ledger_bytes(l, st.slots) <= budget_) {
       st.resident[g] = 1;
@@ -191,14 +200,25 @@ bool PlanSearch::shrink(SearchState& st, const std::vector<size_t>& order,
 // resident, `forced` too (unless it is the group count), the others chosen by a knapsack over
 // `saved` (the seconds each saves resident), then the room left filled in `order`.
 void PlanSearch::resolve(const std::vector<double>& saved, int slots, size_t forced,
-                         const std::vector<size_t>& order, std::vector<SearchState>& out) const {
+                         const std::vector<size_t>& order, const std::vector<uint8_t>& mapped,
+                         bool map_rest, std::vector<SearchState>& out) const {
   const size_t n = s_.group_count();
   for (uint64_t t : sizes_) {
-    SearchState st{std::vector<uint8_t>(n, 0), slots};
+    SearchState st{std::vector<uint8_t>(n, 0), slots,
+                   map_rest ? std::vector<uint8_t>(n, 0) : mapped};
     uint64_t used = t > 0 ? static_cast<uint64_t>(slots) * align_group_bytes(t) : 0;
     std::vector<KnapsackItem> items;
     std::vector<size_t> item_group;
     for (size_t g : candidates_) {
+      if (is_mapped(st, g)) continue;               // the map moves change these, not the knapsack
+      if (map_rest && map_ok_[g] && g != forced) {  // resident if chosen, else mapped
+        st.mapped[g] = 1;
+        if (saved[g] > 0) {
+          items.push_back({s_.bytes[g], saved[g]});
+          item_group.push_back(g);
+        }
+        continue;
+      }
       if (s_.bytes[g] > t || g == forced) {
         st.resident[g] = 1;
         used += s_.bytes[g];
@@ -211,6 +231,7 @@ void PlanSearch::resolve(const std::vector<double>& saved, int slots, size_t for
     // Coarse units keep the table small; the fill after it uses what the rounding left.
     for (size_t i : solve_knapsack(items, budget_ - used, /*round_up=*/true, 1024).chosen) {
       st.resident[item_group[i]] = 1;
+      if (!st.mapped.empty()) st.mapped[item_group[i]] = 0;
     }
     fill(st, order, {});
     if (fits(st)) out.push_back(std::move(st));
@@ -224,22 +245,47 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
   // resident saves now (its loss when it streams) and each streamed group would save (its gain
   // when resident). These are the add and drop moves, and they order the compound moves below
   // better than the static benefit can.
+  // A mapped group flips to resident. Then each map candidate is mapped (from resident or
+  // streamed) or, mapped, streams again.
   std::vector<SearchState> flips;
-  flips.reserve(candidates_.size());
+  flips.reserve(candidates_.size() + map_candidates_.size());
   for (size_t g : candidates_) {
     flips.push_back(cur);
-    flips.back().resident[g] = !flips.back().resident[g];
+    SearchState& st = flips.back();
+    if (is_mapped(st, g)) st.mapped[g] = 0;
+    st.resident[g] = !cur.resident[g];
+  }
+  for (size_t g : map_candidates_) {
+    flips.push_back(cur);
+    SearchState& st = flips.back();
+    if (st.mapped.empty()) st.mapped.assign(n, 0);
+    st.mapped[g] = !is_mapped(cur, g);
+    st.resident[g] = 0;
   }
   const std::vector<double> flipped = costs(flips, /*bounded=*/false);
   std::vector<double> saved(n, 0), worth(n, 0);
   std::vector<size_t> residents, streamed;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    const size_t g = candidates_[i];
+  for (size_t i = 0; i < flips.size(); ++i) {
     const double t = flipped[i];
+    if (fits(flips[i])) visit(flips[i], t);
+    if (i >= candidates_.size()) continue;
+    const size_t g = candidates_[i];
     saved[g] = cur.resident[g] ? t - cur_s : cur_s - t;
     worth[g] = saved[g] / static_cast<double>(std::max<uint64_t>(s_.bytes[g], 1));
-    if (fits(flips[i])) visit(flips[i], t);
+    if (is_mapped(cur, g)) continue;  // neither swapped nor evicted: the map moves handle it
     (cur.resident[g] ? residents : streamed).push_back(g);
+  }
+  // What each map candidate saves resident rather than mapped (the re-choices that map what
+  // they leave out weigh it by this): its cost mapped less its cost resident, one of them the
+  // current plan's and the other a flip's.
+  std::vector<double> saved_vs_mapped = saved;
+  for (size_t k = 0; k < map_candidates_.size(); ++k) {
+    const size_t g = map_candidates_[k];
+    const size_t at = static_cast<size_t>(
+        std::lower_bound(candidates_.begin(), candidates_.end(), g) - candidates_.begin());
+    const double as_mapped = is_mapped(cur, g) ? cur_s : flipped[candidates_.size() + k];
+    const double as_resident = cur.resident[g] ? cur_s : flipped[at];
+    saved_vs_mapped[g] = as_mapped - as_resident;
   }
   // The compound moves are built first, in a fixed order, then priced together.
   std::vector<SearchState> moves;
@@ -254,8 +300,15 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
   };
   const std::vector<size_t> gain_order = by_worth(streamed, false);
   const std::vector<size_t> loss_order = by_worth(residents, true);
-  const std::vector<size_t> worth_order = by_worth(candidates_, false);
-  const std::vector<size_t> least_benefit(order_.rbegin(), order_.rend());
+  std::vector<size_t> unmapped;
+  for (size_t g : candidates_) {
+    if (!is_mapped(cur, g)) unmapped.push_back(g);
+  }
+  const std::vector<size_t> worth_order = by_worth(unmapped, false);
+  std::vector<size_t> least_benefit;
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+    if (!is_mapped(cur, *it)) least_benefit.push_back(*it);
+  }
 
   // Swap candidates: of each class of interchangeable groups, the first few by worth.
   auto firsts = [&](const std::vector<size_t>& order) {
@@ -282,6 +335,20 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
       price(std::move(st));
     }
   }
+  for (size_t g : map_candidates_) {  // mapped or unmapped, then the room left filled
+    SearchState st = cur;
+    if (st.mapped.empty()) st.mapped.assign(n, 0);
+    st.mapped[g] = !is_mapped(cur, g);
+    st.resident[g] = 0;
+    if (!fits(st)) {
+      std::vector<uint8_t> removed(n, 0);
+      if (!shrink(st, loss_order, removed, n)) continue;
+      fill(st, gain_order, removed);
+    } else {
+      fill(st, gain_order, {});
+    }
+    price(std::move(st));
+  }
   const std::array<const std::vector<size_t>*, 2> evict_orders = {&loss_order, &least_benefit};
   for (size_t g : streamed) {  // evict to make room, then fill
     for (const std::vector<size_t>* evict_order : evict_orders) {
@@ -302,17 +369,23 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
     int slots;
     size_t forced;
     std::vector<size_t> order;
+    bool map_rest;
     std::vector<SearchState> states;
   };
   std::vector<Resolve> resolves;
-  for (int slots : ring_sizes()) resolves.push_back({saved, slots, n, worth_order, {}});
+  for (int slots : ring_sizes()) resolves.push_back({saved, slots, n, worth_order, false, {}});
+  if (!map_candidates_.empty()) {  // the same with every candidate left out mapped
+    for (int slots : ring_sizes()) {
+      resolves.push_back({saved_vs_mapped, slots, n, worth_order, true, {}});
+    }
+  }
   const size_t forced = static_cast<size_t>(std::max(options_.forced_resolves, 0));
   for (size_t i = 0; i < gain_order.size() && i < forced; ++i) {
-    resolves.push_back({saved, cur.slots, gain_order[i], worth_order, {}});
+    resolves.push_back({saved, cur.slots, gain_order[i], worth_order, false, {}});
   }
   for (size_t i = 0; i < loss_order.size() && i < forced; ++i) {
     const size_t r = loss_order[i];
-    Resolve x{saved, cur.slots, n, worth_order, {}};
+    Resolve x{saved, cur.slots, n, worth_order, false, {}};
     x.saved[r] = 0;
     x.order.erase(std::remove(x.order.begin(), x.order.end(), r), x.order.end());
     resolves.push_back(std::move(x));
@@ -321,7 +394,7 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
                [&](int64_t begin, int64_t end) {
                  for (int64_t i = begin; i < end; ++i) {
                    Resolve& x = resolves[static_cast<size_t>(i)];
-                   resolve(x.saved, x.slots, x.forced, x.order, x.states);
+                   resolve(x.saved, x.slots, x.forced, x.order, cur.mapped, x.map_rest, x.states);
                  }
                });
   for (Resolve& x : resolves) {

@@ -20,6 +20,9 @@ namespace ferry {
 struct SearchState {
   std::vector<uint8_t> resident;  // per group; groups that may stay on the host are never set
   int slots = 2;
+  // per group: read in place from the host (the map path); only map candidates, never resident
+  // too. Empty: none (every state built from a start has it sized, all zero).
+  std::vector<uint8_t> mapped;
 
   bool operator==(const SearchState&) const = default;
 };
@@ -68,8 +71,14 @@ class PlanSearch {
   template <class Visit>
   void neighbors(const SearchState& cur, double cur_s, Visit&& visit);
   // The knapsack re-choices for one ring size; the ones that fit go to `out`.
+  // `mapped`: the map state kept; with `map_rest`, instead, every map candidate the knapsack
+  // leaves out is mapped (not streamed: it bounds no slot).
   void resolve(const std::vector<double>& saved, int slots, size_t forced,
-               const std::vector<size_t>& order, std::vector<SearchState>& out) const;
+               const std::vector<size_t>& order, const std::vector<uint8_t>& mapped, bool map_rest,
+               std::vector<SearchState>& out) const;
+  bool is_mapped(const SearchState& st, size_t g) const {
+    return !st.mapped.empty() && st.mapped[g];
+  }
   // Best improving move until none; the final round's nearest neighbours go to `near`.
   int64_t improve(SearchState& cur, double& cur_s, std::vector<Scored>* near);
   void fill(SearchState& st, const std::vector<size_t>& order,
@@ -84,11 +93,13 @@ class PlanSearch {
   uint64_t budget_;
   PlannerOptions options_;
   std::vector<GroupBenefit> benefits_;
-  std::vector<size_t> candidates_;    // groups that can be resident or streamed
-  std::vector<size_t> order_;         // candidates in benefit order
-  std::vector<uint64_t> sizes_;       // distinct candidate sizes, largest first, then 0
-  std::vector<size_t> size_index_;    // per group: its size's index in sizes_
-  std::unique_ptr<ThreadPool> pool_;  // null: one thread
+  std::vector<size_t> candidates_;      // groups that can be resident or streamed
+  std::vector<size_t> map_candidates_;  // candidates the search may also map
+  std::vector<uint8_t> map_ok_;         // per group: map_search_candidates
+  std::vector<size_t> order_;           // candidates in benefit order
+  std::vector<uint64_t> sizes_;         // distinct candidate sizes, largest first, then 0
+  std::vector<size_t> size_index_;      // per group: its size's index in sizes_
+  std::unique_ptr<ThreadPool> pool_;    // null: one thread
   int64_t evaluations_ = 0;
 };
 

@@ -25,6 +25,21 @@ Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Pla
 
 }  // namespace
 
+std::vector<uint8_t> map_search_candidates(const Schedule& schedule) {
+  const size_t n = schedule.group_count();
+  std::vector<double> mapped(n, 0), serial(n, 0);
+  for (size_t i = 0; i < schedule.calls.size(); ++i) {
+    const auto g = static_cast<size_t>(schedule.calls[i].group);
+    mapped[g] += schedule.exe_mapped_s[i];
+    serial[g] += schedule.exe_s[i] + schedule.dma_s[g];
+  }
+  std::vector<uint8_t> out(n, 0);
+  for (size_t g = 0; g < n; ++g) {
+    out[g] = schedule.map_allowed[g] && !schedule.host_allowed[g] && mapped[g] < serial[g];
+  }
+  return out;
+}
+
 Result<Plan> with_lent_cache_if_faster(const ModelWeights& weights, const Schedule& schedule,
                                        Plan plan, uint64_t lent_bytes, int64_t* evaluations) {
   if (lent_bytes == 0) return plan;
@@ -64,7 +79,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
                           " of the largest streamed group, the larger groups resident)");
   }
   PlanSearch search(weights, schedule, weight_budget, options);
-  SearchState all{std::vector<uint8_t>(weights.groups.size(), 1), 2};
+  SearchState all{std::vector<uint8_t>(weights.groups.size(), 1), 2, {}};
   for (size_t g = 0; g < weights.groups.size(); ++g) {
     if (schedule.host_allowed[g]) all.resident[g] = 0;
   }

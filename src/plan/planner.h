@@ -71,6 +71,13 @@ struct PlannerResult {
   int64_t improvements = 0;  // moves applied
 };
 
+// Whether the search considers mapping group g (Schedule::map_allowed): only when its calls,
+// mapped, take less time than copying and running them one after the other would
+// (Σ C_EXE mapped < Σ (C_EXE + C_DMA)). A group dearer than that mapped could still pay by
+// freeing its slot (if it is the largest streamed group), but on a link where reading in place is
+// that slow the slot's bytes are worth less than the calls lose; those plans are not searched.
+std::vector<uint8_t> map_search_candidates(const Schedule& schedule);
+
 // The plan for a budget of device bytes for weights (resident groups plus slots: the budget
 // left after the KV cache, activations and workspaces the caller has set aside).
 Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& schedule,

@@ -52,10 +52,25 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   thread_local CopyOrder order;
   thread_local std::vector<double> compute_end;
   thread_local Intervals copies;
+  thread_local std::vector<int32_t> mapped_before;  // per call: the last mapped call before it
   copy_order_into(order, plan, s.calls, s.bytes);
   const std::vector<CopyItem>& items = order.items;
   compute_end.assign(s.calls.size(), 0.0);
   copies.resize(items.size());
+  // A mapped call reads its group over the link while it computes: the link is taken, in call
+  // order, by the copies and the mapped calls alike, so a copy for a later call starts after
+  // the mapped calls before that call have ended (on a saturated link, sharing it would end the
+  // pair at the same time; the order only says which of the two finishes first).
+  mapped_before.resize(s.calls.size());
+  bool any_mapped = false;
+  for (size_t i = 0, last = 0; i < s.calls.size(); ++i) {
+    mapped_before[i] = any_mapped ? static_cast<int32_t>(last) : -1;
+    const size_t g = static_cast<size_t>(s.calls[i].group);
+    if (plan.placement[g] == Placement::host && !s.gathers_rows[g]) {
+      any_mapped = true;
+      last = i;
+    }
+  }
   double host_clock = 0;
   double prev_end = 0;
   double copy_free = 0;
@@ -65,10 +80,10 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   auto schedule_copies = [&](size_t computed) {
     while (scheduled < items.size()) {
       const CopyItem& it = items[scheduled];
-      if (it.after >= static_cast<int32_t>(computed)) return;
-      const double start = it.after >= 0
-                               ? std::max(copy_free, compute_end[static_cast<size_t>(it.after)])
-                               : copy_free;
+      const int32_t after = std::max(it.after, mapped_before[static_cast<size_t>(it.call)]);
+      if (after >= static_cast<int32_t>(computed)) return;
+      const double start =
+          after >= 0 ? std::max(copy_free, compute_end[static_cast<size_t>(after)]) : copy_free;
       copy_free = start + s.dma_s[static_cast<size_t>(s.calls[it.call].group)];
       copies[scheduled++] = {start, copy_free};
     }
@@ -99,9 +114,15 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
     } else if (!sequential) {
       schedule_copies(i);
     }
-    t.compute_end = sequential ? t.compute_start + s.exe_s[i]
-                               : end_of_work(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
-                                             copies, overlap_from, scheduled);
+    if (plan.placement[g] == Placement::host && !s.gathers_rows[g]) {
+      // Mapped: nothing else crosses the link meanwhile (above), so its time alone.
+      if (!sequential) schedule_copies(i);
+      t.compute_end = t.compute_start + s.exe_mapped_s[i];
+    } else {
+      t.compute_end = sequential ? t.compute_start + s.exe_s[i]
+                                 : end_of_work(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
+                                               copies, overlap_from, scheduled);
+    }
     compute_end[i] = t.compute_end;
     if (item >= 0) ++consumed;
     prev_end = t.compute_end;
@@ -162,6 +183,11 @@ Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
     ++ph.calls;
     ph.compute_s += t.compute_end - t.compute_start;  // C_EXE, slowed where copies ran
     ph.host_s += schedule.host_after_s[i];
+    if (plan.placement[g] == Placement::host && !schedule.gathers_rows[g]) {
+      ph.link_bytes += schedule.bytes[g];
+      ph.mapped_bytes += schedule.bytes[g];
+      ++ph.mapped_calls;
+    }
     if (t.copy_end >= 0) {
       ph.copy_s += schedule.dma_s[g];
       ph.link_bytes += schedule.bytes[g];
@@ -173,6 +199,7 @@ Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
   });
   for (const PhaseTime& ph : p.phases) {
     p.link_bytes += ph.link_bytes;
+    p.mapped_bytes += ph.mapped_bytes;
     p.copy_busy_s += ph.copy_s;
     p.compute_busy_s += ph.compute_s;
     p.host_s += ph.host_s;

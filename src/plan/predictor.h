@@ -24,6 +24,11 @@
 //   Copies are enqueued at the start (those that wait for nothing) or when the call they wait
 //   for is enqueued, which never binds above, so prefetch runs through stage boundaries and host
 //   steps. Resident and host groups are never copied (a host group's C_EXE includes its rows).
+//   A group on the host that does not gather rows is mapped (the map path): its kernels read it
+//   whole over the link, for exe_mapped_s; the link is then the call's alone, so a copy whose
+//   call comes after a mapped call starts after that call's compute ends (the copies and the
+//   mapped calls take the link in call order, which on a saturated link ends each pair when
+//   sharing it would).
 //   The inference ends when the last compute and the last host step have both finished.
 #pragma once
 
@@ -39,20 +44,23 @@
 namespace ferry {
 
 struct PhaseTime {
-  double wall_s = 0;     // from the end of the previous phase's last call (and its host step)
-                         // to the end of this phase's last call (and its host step)
-  double compute_s = 0;  // Σ its calls' compute time (C_EXE, slowed where copies ran)
-  double copy_s = 0;     // Σ C_DMA of the copies its calls consume
-  double stall_s = 0;    // compute idle before its calls, waiting for their copies
-  double host_s = 0;     // host steps after its calls (their time alone)
-  uint64_t link_bytes = 0;
+  double wall_s = 0;          // from the end of the previous phase's last call (and its host step)
+                              // to the end of this phase's last call (and its host step)
+  double compute_s = 0;       // Σ its calls' compute time (C_EXE, slowed where copies ran)
+  double copy_s = 0;          // Σ C_DMA of the copies its calls consume
+  double stall_s = 0;         // compute idle before its calls, waiting for their copies
+  double host_s = 0;          // host steps after its calls (their time alone)
+  uint64_t link_bytes = 0;    // copied, plus read in place by mapped calls
+  uint64_t mapped_bytes = 0;  // of those, read in place (each mapped call reads its group once)
   int64_t calls = 0;
+  int64_t mapped_calls = 0;
 };
 
 struct Prediction {
   double total_s = 0;
   std::array<PhaseTime, 4> phases{};  // index phase_index(Phase)
-  uint64_t link_bytes = 0;            // bytes over the link per inference
+  uint64_t link_bytes = 0;            // bytes over the link per inference (copies, mapped reads)
+  uint64_t mapped_bytes = 0;          // of those, read in place by mapped calls
   int64_t copies = 0;
   double copy_busy_s = 0;      // Σ C_DMA: how long the copy engine works
   double compute_busy_s = 0;   // Σ compute time of all calls

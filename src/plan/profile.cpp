@@ -149,10 +149,15 @@ ojson phase_times_json(const PhaseTimes& times, const PhaseTimes* only) {
   return out;
 }
 
-Result<GroupProfile> read_group(const json& j, size_t index) {
+Result<GroupProfile> read_group(const json& j, size_t index, int64_t version) {
   const std::string where = "groups[" + std::to_string(index) + "]";
-  FERRY_RETURN_IF_ERROR(
-      check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"}, {"exe_copying_s"}));
+  if (version >= 3) {
+    FERRY_RETURN_IF_ERROR(check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"},
+                                     {"exe_copying_s", "exe_mapped_s"}));
+  } else {
+    FERRY_RETURN_IF_ERROR(
+        check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"}, {"exe_copying_s"}));
+  }
   GroupProfile g;
   FERRY_ASSIGN_OR_RETURN(g.name, read_string(j["name"], where + ".name", false));
   const std::string at = "group " + g.name;
@@ -165,6 +170,10 @@ Result<GroupProfile> read_group(const json& j, size_t index) {
     FERRY_ASSIGN_OR_RETURN(g.exe_copying_s,
                            read_phase_times(j["exe_copying_s"], at, "exe_copying_s", &g.exe_s));
   }
+  if (j.contains("exe_mapped_s")) {
+    FERRY_ASSIGN_OR_RETURN(g.exe_mapped_s,
+                           read_phase_times(j["exe_mapped_s"], at, "exe_mapped_s", &g.exe_s));
+  }
   return g;
 }
 
@@ -173,7 +182,7 @@ Result<GroupProfile> read_group(const json& j, size_t index) {
 std::string profile_to_json(const Profile& p) {
   ojson j;
   j["format"] = "ferry-profile";
-  j["version"] = 2;
+  j["version"] = 3;
   j["source"] = p.source;
   j["device"] = p.device;
   j["runs"] = p.runs;
@@ -200,6 +209,8 @@ std::string profile_to_json(const Profile& p) {
     e["exe_s"] = phase_times_json(g.exe_s, nullptr);
     ojson copying = phase_times_json(g.exe_copying_s, &g.exe_s);
     if (!copying.empty()) e["exe_copying_s"] = std::move(copying);
+    ojson mapped = phase_times_json(g.exe_mapped_s, &g.exe_s);
+    if (!mapped.empty()) e["exe_mapped_s"] = std::move(mapped);
     groups.push_back(std::move(e));
   }
   j["groups"] = std::move(groups);
@@ -212,9 +223,10 @@ Result<Profile> parse_profile(std::string_view text) {
       j, "the file", {"format", "version", "source", "device", "link", "compute", "host", "groups"},
       {"runs", "workload"}));
   if (j["format"] != "ferry-profile") return bad("\"format\" must be \"ferry-profile\"");
-  if (!j["version"].is_number_integer() || (j["version"] != 1 && j["version"] != 2)) {
-    return bad("\"version\" must be 1 or 2 (the versions this ferry reads)");
+  if (!j["version"].is_number_integer() || j["version"] < 1 || j["version"] > 3) {
+    return bad("\"version\" must be 1, 2 or 3 (the versions this ferry reads)");
   }
+  const int64_t version = j["version"].get<int64_t>();
   Profile p;
   FERRY_ASSIGN_OR_RETURN(p.source, read_string(j["source"], "source", false));
   if (p.source != "measured" && p.source != "estimated") {
@@ -253,7 +265,7 @@ Result<Profile> parse_profile(std::string_view text) {
     return bad("more than " + std::to_string(kMaxProfileGroups) + " groups");
   }
   for (size_t i = 0; i < groups.size(); ++i) {
-    FERRY_ASSIGN_OR_RETURN(GroupProfile g, read_group(groups[i], i));
+    FERRY_ASSIGN_OR_RETURN(GroupProfile g, read_group(groups[i], i, version));
     if (p.find(g.name) != nullptr) return bad("group " + g.name + " is listed twice");
     p.groups.push_back(std::move(g));
   }

@@ -4,7 +4,7 @@
 // estimate_profile() builds one from the cost model so that planning works before any
 // measurement. Profiles are shared as JSON files (docs/planner.md lists every field):
 //
-//   {"format": "ferry-profile", "version": 2, "source": "measured", "device": "NVIDIA H200",
+//   {"format": "ferry-profile", "version": 3, "source": "measured", "device": "NVIDIA H200",
 //    "runs": 5,
 //    "link": {"byte_path": "registered-mapping", "h2d_peak_bytes_per_s": 5.53e10},
 //    "compute": {"peak_flops": 7.9e14, "memory_bandwidth_bytes_per_s": 4.3e12},
@@ -13,10 +13,11 @@
 //    "workload": {"num_images": 16, ..., "flow_steps": 10},
 //    "groups": [{"name": "text.layers.0.gate_up", "bytes": 201334784, "dma_s": 0.00364,
 //                "exe_s": {"prefill": 0.0052, "decode": 0.00023},
-//                "exe_copying_s": {"prefill": 0.0053, "decode": 0.00027}}, ...]}
+//                "exe_copying_s": {"prefill": 0.0053, "decode": 0.00027},
+//                "exe_mapped_s": {"prefill": 0.061, "decode": 0.0041}}, ...]}
 //
-// Version 2 added exe_copying_s and the host's *_copying_s; version 1 files are still read (without
-// it).
+// Version 2 added exe_copying_s and the host's *_copying_s, version 3 exe_mapped_s; versions 1
+// and 2 are still read (without them).
 //
 // A file is hostile input: parse_profile checks every key, type and range; check_profile then
 // checks it against a model and a call sequence (same groups in the same order with the same
@@ -57,6 +58,11 @@ struct GroupProfile {
   // H200, decode GEMVs 12-22%, prefill 2-5%, gathers from host memory 3x). Absent for a phase:
   // the same as exe_s. Only for phases exe_s has.
   std::array<std::optional<double>, kPhaseCount> exe_copying_s;
+  // C_EXE when the group is read in place from the registered host mapping by its kernels (the
+  // map path: no copy, no slot), the link otherwise idle. Absent: not measured (the profiler's
+  // map pass needs a tier kernels can read and a checkpoint whose group ranges are their layout),
+  // and the planner then never maps the group. Only for phases exe_s has.
+  std::array<std::optional<double>, kPhaseCount> exe_mapped_s;
 };
 
 // Host work the schedule waits for (seconds). See plan/schedule.h for where each one falls.

@@ -1,5 +1,7 @@
 #include "plan/schedule.h"
 
+#include <algorithm>
+
 #include "plan/plan.h"
 
 namespace ferry {
@@ -40,13 +42,19 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
   s.bytes.resize(n);
   s.calls_of.assign(n, 0);
   s.host_allowed.resize(n);
+  s.gathers_rows.resize(n);
+  s.map_measured.assign(n, false);
+  s.map_allowed.assign(n, false);
   for (size_t g = 0; g < n; ++g) {
     s.dma_s[g] = profile.groups[g].dma_s;
     s.bytes[g] = weights.groups[g].bytes;
     s.host_allowed[g] = host_placement_allowed(weights.groups[g]);
+    s.gathers_rows[g] = s.host_allowed[g];
+    s.map_measured[g] = !s.gathers_rows[g];  // until a call's phase lacks a mapped time
   }
   s.exe_s.resize(calls.size());
   s.exe_copying_s.resize(calls.size());
+  s.exe_mapped_s.resize(calls.size());
   s.host_after.resize(calls.size());
   s.host_after_s.resize(calls.size());
   s.host_after_copying_s.resize(calls.size());
@@ -55,6 +63,10 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
     const size_t ph = phase_index(calls[i].phase);
     s.exe_s[i] = *profile.groups[g].exe_s[ph];
     s.exe_copying_s[i] = profile.groups[g].exe_copying_s[ph].value_or(s.exe_s[i]);
+    const std::optional<double>& mapped = profile.groups[g].exe_mapped_s[ph];
+    if (!mapped) s.map_measured[g] = false;
+    s.exe_mapped_s[i] = mapped.value_or(std::max(
+        s.exe_s[i], static_cast<double>(s.bytes[g]) / std::max(profile.link_bytes_per_s, 1.0)));
     ++s.calls_of[g];
     s.host_after[i] = host_step_after(calls, weights, i);
     switch (s.host_after[i]) {
@@ -71,6 +83,9 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
         s.host_after_copying_s[i] = profile.host.euler_copying_s.value_or(s.host_after_s[i]);
         break;
     }
+  }
+  for (size_t g = 0; g < n; ++g) {
+    if (s.calls_of[g] == 0) s.map_measured[g] = false;
   }
   return s;
 }

@@ -27,15 +27,28 @@ HostStep host_step_after(const std::vector<Call>& calls, const ModelWeights& wei
 
 struct Schedule {
   std::vector<Call> calls;
-  std::vector<double> exe_s;                 // per call: C_EXE of its (group, phase), the link idle
-  std::vector<double> exe_copying_s;         // per call: its C_EXE while a copy runs the whole time
+  std::vector<double> exe_s;          // per call: C_EXE of its (group, phase), the link idle
+  std::vector<double> exe_copying_s;  // per call: its C_EXE while a copy runs the whole time
+  // per call: its C_EXE when its group is read in place from host memory (the map path): the
+  // profile's exe_mapped_s where measured, else max(C_EXE, bytes / link peak) (a guess for
+  // plans mapped by hand; the planner maps only measured groups)
+  std::vector<double> exe_mapped_s;
   std::vector<HostStep> host_after;          // per call
   std::vector<double> host_after_s;          // per call: the host step's seconds (0 when none)
   std::vector<double> host_after_copying_s;  // per call: the same while a copy runs
   std::vector<double> dma_s;                 // per group: C_DMA
   std::vector<uint64_t> bytes;               // per group
   std::vector<int64_t> calls_of;             // per group: how many calls use it
-  std::vector<bool> host_allowed;            // per group: host_placement_allowed
+  std::vector<bool> host_allowed;            // per group: the planner may keep it on the host
+                                             // (host_placement_allowed, where kernels can read
+                                             // the host tier in place)
+  std::vector<bool> gathers_rows;            // per group: host_placement_allowed (its call reads
+                                             // rows in place; on the host it is not mapped whole)
+  std::vector<bool> map_measured;            // per group: the profile times it mapped in every
+                                             // phase it is called in (never a row-gathering group)
+  std::vector<bool> map_allowed;             // per group: the planner may map it: measured, and
+                                             // the caller (planning_context) says its file range
+                                             // can be read in place; make_schedule sets none
   double launch_s = 0;                       // host time to enqueue one call
   double link_bytes_per_s = 0;               // the profile's link peak
 

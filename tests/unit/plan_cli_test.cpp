@@ -12,6 +12,7 @@
 
 #include "cli_runner.h"
 #include "model/presets.h"
+#include "plan/plan.h"
 #include "plan/profile.h"
 #include "text_test_model.h"
 
@@ -101,6 +102,73 @@ TEST_F(PlanCli, APlannedRunGivesTheAllResidentBytes) {
   EXPECT_EQ(planned["plan"]["slots"], p["plan"]["slots"]);
 }
 
+// Map weighed by measurement: on a packed checkpoint the profile's map pass times every group read
+// in place; the planner maps where those times say it pays (here edited to cheap, then dear), only
+// groups whose file range is their layout, and a plan that maps runs to the all-resident bytes.
+TEST_F(PlanCli, MapIsWeighedByTheProfilesMappedTimes) {
+  const uint64_t vram = middle_budget();
+  ASSERT_GT(vram, 0u);
+  const std::string v = " --vram " + std::to_string(vram);
+  const std::string packed = " --model " + file("packed") + " --backend cpu";
+  ok_json("pack " + dir_ + "/model " + file("packed") + " --json");
+  const nlohmann::json summary =
+      ok_json("profile" + packed + kWorkload + v + " --out " + file("profile.json") +
+              " --runs 1 --json --quiet --no-second-pass");
+  const ModelWeights weights = describe_weights(preset("alpamayo-tiny").value()).value();
+  int64_t whole = 0;  // groups that read their whole range (not the row-gathering embedding)
+  for (const WeightGroup& g : weights.groups) whole += host_placement_allowed(g) ? 0 : 1;
+  EXPECT_EQ(summary["mapped_groups"], whole) << summary.dump();
+  EXPECT_EQ(summary["map_pass"].get<std::string>().rfind("mapped (", 0), 0u) << summary.dump();
+  auto measured = parse_profile(slurp(file("profile.json")));
+  ASSERT_TRUE(measured.ok()) << measured.error().message;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    if (host_placement_allowed(weights.groups[g])) continue;
+    for (size_t ph = 0; ph < 4; ++ph) {
+      EXPECT_EQ(measured->groups[g].exe_mapped_s[ph].has_value(),
+                measured->groups[g].exe_s[ph].has_value())
+          << weights.groups[g].name;
+    }
+  }
+  // The same profile with the mapped times edited: as fast as resident (a coherent link), and
+  // dearer than copying and running each call one after the other.
+  auto edited = [&](const std::string& name, bool cheap) {
+    Profile p = *measured;
+    for (GroupProfile& g : p.groups) {
+      for (size_t ph = 0; ph < 4; ++ph) {
+        if (!g.exe_mapped_s[ph]) continue;
+        g.exe_mapped_s[ph] = cheap ? *g.exe_s[ph] : *g.exe_s[ph] + 10 * g.dma_s + 1e-3;
+      }
+    }
+    std::ofstream(file(name)) << profile_to_json(p);
+    return " --profile " + file(name);
+  };
+  auto mapped_groups = [&](const nlohmann::json& plan) {
+    int64_t n = 0;
+    for (const auto& name : plan["plan"]["host"]) n += name == "text.embed" ? 0 : 1;
+    return n;
+  };
+  const std::string cheap = edited("cheap.json", true), dear = edited("dear.json", false);
+  const nlohmann::json c =
+      ok_json("plan" + packed + kWorkload + v + cheap + " --json --out " + file("cheap.plan"));
+  EXPECT_GT(mapped_groups(c), 0) << c["plan"].dump();
+  EXPECT_GT(c["prediction"]["mapped_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LE(c["plan"]["memory"]["total"].get<uint64_t>(), vram);
+  const nlohmann::json d = ok_json("plan" + packed + kWorkload + v + dear + " --json");
+  EXPECT_EQ(mapped_groups(d), 0) << d["plan"].dump();
+  EXPECT_EQ(d["prediction"]["mapped_bytes"], 0);
+  const nlohmann::json run = ok_json("run" + packed + kRunWorkload + v + " --plan " +
+                                     file("cheap.plan") + " --json --check-streams");
+  expect_all_resident_outputs(run);
+  // The unpacked checkpoint: only groups whose range is their layout can be read in place, so
+  // the planner maps no other (a session would refuse the plan), and the plan runs.
+  const nlohmann::json u =
+      ok_json("plan" + model() + kWorkload + v + cheap + " --json --out " + file("u.plan"));
+  EXPECT_LT(mapped_groups(u), whole) << u["plan"].dump();
+  const nlohmann::json urun =
+      ok_json("run" + model() + kRunWorkload + v + " --plan " + file("u.plan") + " --json");
+  expect_all_resident_outputs(urun);
+}
+
 // --runtime plans for another device: its runtime and the registered tier's page tables are set
 // apart, so less is left for weights than on this backend, which sets none apart.
 TEST_F(PlanCli, AnotherDevicesRuntimeIsSetApart) {
@@ -159,8 +227,11 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   const nlohmann::json summary =
       ok_json("profile" + model() + kWorkload + " --vram " + std::to_string(vram + (8u << 20)) +
               " --out " + file("profile.json") + " --runs 2 --json --quiet --mode pipelined " +
-              "--timeline-out " + file("timelines.json"));
+              "--timeline-out " + file("timelines.json") + " --no-map-pass");
   EXPECT_EQ(summary["out"], file("profile.json"));
+  // Without mapped times the planner streams what does not fit (map has its own test below).
+  EXPECT_EQ(summary["map_pass"], "none (--no-map-pass)");
+  EXPECT_EQ(summary["mapped_groups"], 0);
   // The plan streams through a ring here: the second pass runs it in sequential mode.
   EXPECT_EQ(summary["plan"]["mode"], "pipelined");
   EXPECT_EQ(summary["second_pass"], "sequential");

@@ -91,7 +91,7 @@ TEST(PlanProfile, CopyingTimesRoundTripAndVersionOneIsRead) {
   ASSERT_TRUE(back->groups[1].exe_copying_s[decode].has_value());
   EXPECT_DOUBLE_EQ(*back->groups[1].exe_copying_s[decode], 2.5e-4);
   EXPECT_FALSE(back->groups[2].exe_copying_s[decode].has_value());
-  EXPECT_NE(text.find("\"version\": 2"), std::string::npos);
+  EXPECT_NE(text.find("\"version\": 3"), std::string::npos);
   // The schedule takes the copying time where there is one, else the time alone.
   auto s = make_schedule(t.weights, t.calls, back.value());
   ASSERT_TRUE(s.ok());
@@ -107,6 +107,33 @@ TEST(PlanProfile, CopyingTimesRoundTripAndVersionOneIsRead) {
   EXPECT_FALSE(old->groups[1].exe_copying_s[decode].has_value());
 }
 
+TEST(PlanProfile, MappedTimesRoundTripAndOnlyVersionThreeHasThem) {
+  Toy t = small_toy();
+  const size_t decode = phase_index(Phase::decode), prefill = phase_index(Phase::prefill);
+  t.profile.groups[1].exe_mapped_s[decode] = 7.5e-4;
+  t.profile.groups[1].exe_mapped_s[prefill] = 9.5e-3;
+  auto back = parse_profile(profile_to_json(t.profile));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->groups[1].exe_mapped_s, t.profile.groups[1].exe_mapped_s);
+  EXPECT_FALSE(back->groups[2].exe_mapped_s[decode].has_value());
+  // The schedule: a mapped time per call where measured; the group may be mapped only when every
+  // phase it runs in was measured and the caller says its range can be read in place.
+  auto s = make_schedule(t.weights, t.calls, back.value());
+  ASSERT_TRUE(s.ok());
+  for (size_t i = 0; i < s->calls.size(); ++i) {
+    if (s->calls[i].group != 1) continue;
+    EXPECT_EQ(s->exe_mapped_s[i], s->calls[i].phase == Phase::decode ? 7.5e-4 : 9.5e-3) << i;
+  }
+  EXPECT_TRUE(s->map_measured[1]);
+  EXPECT_FALSE(s->map_measured[2]);
+  // A version 2 file has no mapped times: the key is unknown there.
+  nlohmann::json v2 = nlohmann::json::parse(profile_to_json(t.profile));
+  v2["version"] = 2;
+  auto old = parse_profile(v2.dump());
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.error().message.find("exe_mapped_s"), std::string::npos) << old.error().message;
+}
+
 TEST(PlanProfile, HostileFilesAreRefusedWithTheReason) {
   struct Case {
     const char* why;
@@ -116,7 +143,13 @@ TEST(PlanProfile, HostileFilesAreRefusedWithTheReason) {
   const std::vector<Case> cases = {
       {"not JSON", "{\"format\": ", "profile"},
       {"another format", edited([](auto& j) { j["format"] = "ferry-plan"; }), "format"},
-      {"a future version", edited([](auto& j) { j["version"] = 3; }), "version"},
+      {"a future version", edited([](auto& j) { j["version"] = 4; }), "version"},
+      {"negative mapped time",
+       edited([](auto& j) { j["groups"][1]["exe_mapped_s"]["decode"] = -1e-3; }),
+       "exe_mapped_s.decode"},
+      {"mapped time of an untimed phase",
+       edited([](auto& j) { j["groups"][1]["exe_mapped_s"]["vision"] = 1e-3; }),
+       "exe_mapped_s.vision without"},
       {"negative copying time",
        edited([](auto& j) { j["groups"][1]["exe_copying_s"]["decode"] = -1e-3; }),
        "exe_copying_s.decode"},
