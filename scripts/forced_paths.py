@@ -20,7 +20,8 @@ Each variant is one `ferry bench` process (a warm-up and --runs timed inferences
 
 Every variant's generated tokens are compared with the chosen plan's, and its measured time
 with the time the predictor gave its plan (`--profile`: a measured profile; with mapped times,
-`ferry profile`'s map pass, the map row is predicted from them).
+`ferry profile`'s map pass, the map row is predicted from them; off the registered path, the
+prediction with copies at the rate the session measured through that path).
 """
 import argparse
 import json
@@ -79,7 +80,8 @@ def main():
                 row.update(median_s=total["median_s"], runs_s=total["runs_s"],
                            streamed_gb=j["streamed_bytes_per_run"] / 1e9,
                            host_path=j["host_path"], tokens=j["tokens"],
-                           predicted_s=j.get("prediction", {}).get("total_s"))
+                           predicted_s=j.get("prediction_on_path",
+                                             j.get("prediction", {})).get("total_s"))
                 if want is None:
                     want = j["tokens"]
                 row["same_tokens"] = j["tokens"] == want

@@ -300,6 +300,10 @@ void bench(const BenchArgs& a) {
     j["plan"]["origin"] = planned.origin;
     j["profile_source"] = planned.profile_source;
     j["prediction"] = prediction_json(planned.prediction);
+    if (planned.on_path) {
+      j["prediction_on_path"] = prediction_json(planned.on_path->prediction);
+      j["prediction_on_path"]["copy_bytes_per_s"] = planned.on_path->bytes_per_s;
+    }
     if (planned.bound) j["lower_bound"] = bound_json(*planned.bound);
     if (timeline) j["streams"] = timeline_json(*timeline);
     j["host_path"] = session->tier().how();
@@ -409,6 +413,12 @@ void bench(const BenchArgs& a) {
   if (planned.bound) {
     std::printf("; T_lb %.4f s, measured %.3fx the bound", planned.bound->total_s,
                 planned.bound->total_s > 0 ? total / planned.bound->total_s : 0.0);
+  }
+  if (planned.on_path) {
+    const double t = planned.on_path->prediction.total_s;
+    std::printf(
+        "\npredicted %.4f s (%+.2f%% of measured) with copies at this host path's %.2f GB/s", t,
+        total > 0 ? 100.0 * (t - total) / total : 0.0, planned.on_path->bytes_per_s / 1e9);
   }
   std::printf("\nlink busy: %s\n", timeline
                                        ? "copy-engine busy time from timing events / stage time"

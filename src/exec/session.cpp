@@ -112,6 +112,14 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   FERRY_ASSIGN_OR_RETURN(s->provider_, std::move(provider));
   const double provider_s = lap(last);
   const StreamingStats& st = s->provider_->stats();
+  if (!s->tier_.registered() && st.host_probe_bytes > 0 && st.host_probe_seconds > 0) {
+    // The plan was priced with the profile's copies; this path's own rate prices it again.
+    const double rate = static_cast<double>(st.host_probe_bytes) / st.host_probe_seconds;
+    FERRY_ASSIGN_OR_RETURN(
+        Prediction on_path,
+        predict(weights, with_copy_rate(s->planned_.schedule, rate), s->planned_.plan));
+    s->planned_.on_path = SessionPlan::OnPath{rate, on_path};
+  }
   times.upload_s = st.resident_load_seconds;
   times.upload_wait_s = st.resident_wait_seconds;
   times.upload_bytes = st.resident_bytes;

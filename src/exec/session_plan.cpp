@@ -335,12 +335,23 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
             "); the smallest budget for this model and workload is " + binary_bytes(least.total()));
   }
   FERRY_ASSIGN_OR_RETURN(sp.prediction, predict(weights, ctx.schedule, sp.plan));
+  sp.schedule = ctx.schedule;
   const uint64_t weight_room =
       vram ? *vram - std::min(*vram, fixed) : std::max(weights.total_bytes(), uint64_t{1});
   Result<LowerBound> bound =
       latency_lower_bound(ctx.schedule, weight_room, true, planner.lent_bytes);
   if (bound.ok()) sp.bound = *bound;
   return sp;
+}
+
+Schedule with_copy_rate(Schedule schedule, double bytes_per_s) {
+  if (!(bytes_per_s > 0)) return schedule;
+  for (size_t g = 0; g < schedule.group_count(); ++g) {
+    schedule.dma_s[g] =
+        std::max(schedule.dma_s[g], static_cast<double>(schedule.bytes[g]) / bytes_per_s);
+  }
+  schedule.link_bytes_per_s = std::min(schedule.link_bytes_per_s, bytes_per_s);
+  return schedule;
 }
 
 Result<SessionPlan> plan_session_full(Backend& backend, const ModelConfig& config,

@@ -178,7 +178,21 @@ struct SessionPlan {
   // profile, schedule) and the choice (the planner's search, the budget check, the prediction).
   double context_s = 0;
   double choose_s = 0;
+  Schedule schedule;  // the calls timed by the profile: what `prediction` priced
+  // Off the registered path (bounce, pageable, storage) copies run at that path's rate, not the
+  // profile's link: the plan priced again with every C_DMA at least bytes / the rate the session
+  // measured through the path (Session::open fills it; the plan itself was chosen with the
+  // profile's copies).
+  struct OnPath {
+    double bytes_per_s = 0;
+    Prediction prediction;
+  };
+  std::optional<OnPath> on_path;
 };
+
+// `schedule` with every C_DMA at least bytes / `bytes_per_s`: copies through a host path slower
+// than the profile's link.
+Schedule with_copy_rate(Schedule schedule, double bytes_per_s);
 
 // Chooses the plan under `vram` (options.vram resolved: see resolve_vram), checks the budget,
 // prices it. The plan flags and the planner's mode and slot bounds come from `options`.

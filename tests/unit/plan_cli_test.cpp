@@ -292,6 +292,7 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   const nlohmann::json bench =
       ok_json("bench" + model() + kWorkload + v + with + " --runs 1 --warmup 0 --json --quiet");
   EXPECT_EQ(bench["profile_source"], "measured");
+  EXPECT_FALSE(bench.contains("prediction_on_path"));  // the registered path: the profile's link
   EXPECT_GT(bench["prediction"]["total_s"].get<double>(), 0.0);
   ASSERT_TRUE(bench.contains("streams")) << "weights stream at this budget";
   // Through the bounce ring the ring's worker enqueues the copies: no timeline, and the bench
@@ -302,6 +303,11 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
         ok_json("bench" + model() + kWorkload + v + with + " --runs 1 --warmup 0 --json --quiet" +
                 " --host-path " + path);
     EXPECT_FALSE(ring.contains("streams")) << path;
+    // Priced again with copies at the ring's measured rate, which the profile did not see.
+    ASSERT_TRUE(ring.contains("prediction_on_path")) << path;
+    EXPECT_GT(ring["prediction_on_path"]["copy_bytes_per_s"].get<double>(), 0.0);
+    EXPECT_GE(ring["prediction_on_path"]["total_s"].get<double>(),
+              ring["prediction"]["total_s"].get<double>() * (1 - 1e-12));
     EXPECT_GT(ring["stages"]["total"]["median_s"].get<double>(), 0.0) << path;
     EXPECT_GT(ring["streamed_bytes_per_run"].get<double>(), 0.0) << path;
     EXPECT_EQ(ring["tokens"], bench["tokens"]) << path;
