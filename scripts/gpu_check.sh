@@ -790,6 +790,18 @@ stage_session8a() {
   tail -8 "$LOGS/forced_map_ar1.log" | tee "$OUT/forced_map_ar1.txt"
 }
 
+# Session 8, second call: the forced paths again with the committed packed profile, now that a
+# session off the registered path prices its plan with its path's measured copy rate.
+stage_session8b() {
+  local m="$models/alpamayo-r1-10b" packed="$models/alpamayo-r1-10b-packed"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  [ -f "$packed/config.json" ] || step pack_ar1 300 "$build/ferry" pack "$m" "$packed"
+  step forced_path_rates_ar1 400 python3 scripts/forced_paths.py --ferry "$build/ferry" \
+    --model "$packed" --vram 15GiB --skip-probe --json "$OUT/forced_path_rates_ar1.json" \
+    --profile bench/profiles/h200-alpamayo-r1-10b-packed-2026-12-02.profile.json
+  tail -8 "$LOGS/forced_path_rates_ar1.log" | tee "$OUT/forced_path_rates_ar1.txt"
+}
+
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
 # cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
 # at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and
