@@ -802,6 +802,21 @@ stage_session8b() {
   tail -8 "$LOGS/forced_path_rates_ar1.log" | tee "$OUT/forced_path_rates_ar1.txt"
 }
 
+# Session 8, third call (issue 9): a profile whose C_EXE are back to back, with what a call adds
+# when it starts on an idle engine (idle_start_s), measured against four budgets of the third
+# sweep: 10.29 GiB (link-bound), 15.54, 19.05 and 20.80 GiB (the expert compute-bound there
+# was predicted 9-10% slow), warm-up + median of 3, and the all-resident run.
+stage_session8c() {
+  local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_idle.profile.json"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step profile_idle_ar1 300 "$build/ferry" profile --model "$m" --vram 15GiB --out "$p" \
+    --runs 5 --quiet --json --no-map-pass
+  cp "$p" "$OUT/" 2>/dev/null
+  step bench_idle_ar1 300 "$build/ferry" bench --model "$m" --profile "$p" --runs 3 --warmup 1 \
+    --sweep 11050622508,16690690860,20450736428,22330759212 --json --quiet
+  cp "$LOGS/bench_idle_ar1.log" "$OUT/bench_idle_ar1.json" 2>/dev/null
+}
+
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
 # cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
 # at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and

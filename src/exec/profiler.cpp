@@ -174,15 +174,17 @@ namespace {
 // Per (group, phase) in one run: the calls' summed spans and counts, alone, copying and all,
 // and the summed share of the spans under copies.
 struct RunSums {
-  double alone = 0, copying = 0, all = 0, cover = 0;
-  int64_t alone_n = 0, copying_n = 0, all_n = 0;
+  double alone = 0, copying = 0, all = 0, cover = 0, alone_b2b = 0, alone_idle = 0;
+  int64_t alone_n = 0, copying_n = 0, all_n = 0, alone_b2b_n = 0, alone_idle_n = 0;
+  int64_t copying_idle_n = 0, all_idle_n = 0;
 };
 
 }  // namespace
 
 ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t groups) {
   struct Runs {
-    std::vector<double> alone, copying, all, cover;
+    std::vector<double> alone, copying, all, cover, alone_b2b, alone_idle;
+    std::vector<double> alone_idle_share, copying_idle_share, all_idle_share;
   };
   std::vector<std::array<Runs, kPhaseCount>> per_run(groups);
   for (const StreamTimeline& t : timelines) {
@@ -195,17 +197,22 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
       const Span& c = t.compute[i];
       const double d = std::max(0.0, c.seconds());
       const double cover = d > 0 ? copy_time_within(copies, c.start, c.end) / d : 0.0;
+      const bool idle = i == 0 || c.start - t.compute[i - 1].end > kBackToBackGap;
       r.all += d;
       r.cover += cover;
       ++r.all_n;
+      r.all_idle_n += idle ? 1 : 0;
       switch (cover_of(cover)) {
         case Cover::alone:
           r.alone += d;
           ++r.alone_n;
+          (idle ? r.alone_idle : r.alone_b2b) += d;
+          ++(idle ? r.alone_idle_n : r.alone_b2b_n);
           break;
         case Cover::copying:
           r.copying += d;
           ++r.copying_n;
+          r.copying_idle_n += idle ? 1 : 0;
           break;
         case Cover::part:
           break;
@@ -216,24 +223,47 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
         const RunSums& r = sums[g][ph];
         Runs& out = per_run[g][ph];
         if (r.all_n == 0) continue;
+        auto share = [](int64_t part, int64_t whole) {
+          return static_cast<double>(part) / static_cast<double>(whole);
+        };
         out.all.push_back(r.all / static_cast<double>(r.all_n));
         out.cover.push_back(r.cover / static_cast<double>(r.all_n));
-        if (r.alone_n > 0) out.alone.push_back(r.alone / static_cast<double>(r.alone_n));
-        if (r.copying_n > 0) out.copying.push_back(r.copying / static_cast<double>(r.copying_n));
+        out.all_idle_share.push_back(share(r.all_idle_n, r.all_n));
+        if (r.alone_n > 0) {
+          out.alone.push_back(r.alone / static_cast<double>(r.alone_n));
+          out.alone_idle_share.push_back(share(r.alone_idle_n, r.alone_n));
+        }
+        if (r.alone_b2b_n > 0) {
+          out.alone_b2b.push_back(r.alone_b2b / static_cast<double>(r.alone_b2b_n));
+        }
+        if (r.alone_idle_n > 0) {
+          out.alone_idle.push_back(r.alone_idle / static_cast<double>(r.alone_idle_n));
+        }
+        if (r.copying_n > 0) {
+          out.copying.push_back(r.copying / static_cast<double>(r.copying_n));
+          out.copying_idle_share.push_back(share(r.copying_idle_n, r.copying_n));
+        }
       }
     }
   }
   ExeSplit e;
-  e.alone.resize(groups);
-  e.copying.resize(groups);
-  e.mean.resize(groups);
-  e.cover.resize(groups);
+  for (PhaseTimesOfGroups* v :
+       {&e.alone, &e.copying, &e.mean, &e.cover, &e.alone_b2b, &e.alone_idle, &e.alone_idle_share,
+        &e.copying_idle_share, &e.mean_idle_share}) {
+    v->resize(groups);
+  }
   for (size_t g = 0; g < groups; ++g) {
     for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
-      e.alone[g][ph] = median_of(per_run[g][ph].alone);
-      e.copying[g][ph] = median_of(per_run[g][ph].copying);
-      e.mean[g][ph] = median_of(per_run[g][ph].all);
-      e.cover[g][ph] = median_of(per_run[g][ph].cover);
+      const Runs& r = per_run[g][ph];
+      e.alone[g][ph] = median_of(r.alone);
+      e.copying[g][ph] = median_of(r.copying);
+      e.mean[g][ph] = median_of(r.all);
+      e.cover[g][ph] = median_of(r.cover);
+      e.alone_b2b[g][ph] = median_of(r.alone_b2b);
+      e.alone_idle[g][ph] = median_of(r.alone_idle);
+      e.alone_idle_share[g][ph] = median_of(r.alone_idle_share);
+      e.copying_idle_share[g][ph] = median_of(r.copying_idle_share);
+      e.mean_idle_share[g][ph] = median_of(r.all_idle_share);
     }
   }
   return e;
@@ -243,32 +273,63 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
                    const ExeSplit* sequential, const ExeSplit* under_copies) {
   constexpr double kSolvableCover = 0.25;
   const size_t groups = pipelined.mean.size();
+  // Classes: kind, layer part, bytes and phase (the groups of one class run the same kernels).
+  using Class = std::tuple<int, int, uint64_t, size_t>;
+  auto class_of = [&](size_t g, size_t ph) {
+    const WeightGroup& w = weights.groups[g];
+    return Class{static_cast<int>(w.kind), static_cast<int>(w.part), w.bytes, ph};
+  };
+  // What starting on an idle engine adds, per class, from the pass where calls run alone.
+  const ExeSplit& lone = sequential != nullptr ? *sequential : pipelined;
+  std::map<Class, std::pair<std::vector<double>, std::vector<double>>> starts;  // b2b, idle
+  for (size_t g = 0; g < groups && g < weights.groups.size() && g < lone.alone_b2b.size(); ++g) {
+    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      auto& [b2b, idle] = starts[class_of(g, ph)];
+      if (lone.alone_b2b[g][ph]) b2b.push_back(*lone.alone_b2b[g][ph]);
+      if (lone.alone_idle[g][ph]) idle.push_back(*lone.alone_idle[g][ph]);
+    }
+  }
+  std::map<Class, double> idle_start;
+  for (auto& [c, v] : starts) {
+    if (!v.first.empty() && !v.second.empty()) {
+      idle_start[c] = std::max(0.0, median(v.second) - median(v.first));
+    }
+  }
+  auto extra = [&](size_t g, size_t ph) {
+    if (g >= weights.groups.size()) return 0.0;
+    const auto it = idle_start.find(class_of(g, ph));
+    return it != idle_start.end() ? it->second : 0.0;
+  };
+  // A mean over calls of which `share` started idle, as if every one had run back to back.
+  auto back_to_back = [&](const PhaseTimesOfGroups& means, const PhaseTimesOfGroups& shares,
+                          size_t g, size_t ph) -> std::optional<double> {
+    if (g >= means.size() || !means[g][ph]) return std::nullopt;
+    const double share = g < shares.size() ? shares[g][ph].value_or(0) : 0;
+    return std::max(0.0, *means[g][ph] - extra(g, ph) * share);
+  };
   ExeTimes e;
   e.alone.resize(groups);
   e.copying.resize(groups);
+  e.idle_start.resize(groups);
   for (size_t g = 0; g < groups; ++g) {
     for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
       const bool seq = sequential != nullptr && g < sequential->mean.size() &&
                        sequential->mean[g][ph].has_value();
-      e.alone[g][ph] = seq ? sequential->mean[g][ph] : pipelined.alone[g][ph];
-      e.copying[g][ph] = pipelined.copying[g][ph];
-      if (!e.copying[g][ph] && under_copies != nullptr && g < under_copies->mean.size()) {
-        e.copying[g][ph] = under_copies->mean[g][ph];
+      e.alone[g][ph] = seq ? back_to_back(sequential->mean, sequential->mean_idle_share, g, ph)
+                           : back_to_back(pipelined.alone, pipelined.alone_idle_share, g, ph);
+      e.copying[g][ph] = back_to_back(pipelined.copying, pipelined.copying_idle_share, g, ph);
+      if (!e.copying[g][ph] && under_copies != nullptr) {
+        e.copying[g][ph] = back_to_back(under_copies->mean, under_copies->mean_idle_share, g, ph);
       }
-      const std::optional<double>& mean = pipelined.mean[g][ph];
+      const std::optional<double> mean =
+          back_to_back(pipelined.mean, pipelined.mean_idle_share, g, ph);
       const std::optional<double>& cover = pipelined.cover[g][ph];
       if (!e.copying[g][ph] && e.alone[g][ph] && mean && cover && *cover >= kSolvableCover) {
         e.copying[g][ph] = std::max(0.0, *e.alone[g][ph] + (*mean - *e.alone[g][ph]) / *cover);
       }
     }
   }
-  // The ratio copying / alone per class (kind, layer part, bytes) and phase, from its groups seen
-  // both ways.
-  using Class = std::tuple<int, int, uint64_t, size_t>;
-  auto class_of = [&](size_t g, size_t ph) {
-    const WeightGroup& w = weights.groups[g];
-    return Class{static_cast<int>(w.kind), static_cast<int>(w.part), w.bytes, ph};
-  };
+  // The ratio copying / alone per class and phase, from its groups seen both ways.
   std::map<Class, std::vector<double>> ratios;
   for (size_t g = 0; g < groups && g < weights.groups.size(); ++g) {
     for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
@@ -292,9 +353,11 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
       } else if (!alone && pipelined.mean[g][ph]) {
         // Only part-covered calls: mean = alone * (1 + (r - 1) * cover).
         const double cover = pipelined.cover[g][ph].value_or(0);
-        alone = *pipelined.mean[g][ph] / (1 + (r - 1) * cover);
+        alone =
+            *back_to_back(pipelined.mean, pipelined.mean_idle_share, g, ph) / (1 + (r - 1) * cover);
         copying = *alone * r;
       }
+      if (alone && idle_start.count(class_of(g, ph)) > 0) e.idle_start[g][ph] = extra(g, ph);
     }
   }
   return e;
@@ -369,6 +432,7 @@ void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
   ExeTimes exe = exe_times(weights, piped, seq ? &*seq : nullptr, copying ? &*copying : nullptr);
   m.exe_s = std::move(exe.alone);
   m.exe_copying_s = std::move(exe.copying);
+  m.idle_start_s = std::move(exe.idle_start);
   m.pipelined_dma_s = pipelined_copy_times(m.timelines, groups);
   // Host steps as the pipeline sees them (one launch of the gap is the predictor's own), alone
   // (from the sequential runs when there are some) and with a copy running; a step seen only
@@ -439,6 +503,11 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
     if (g < dma.size()) p.groups[g].dma_s = dma[g];
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
     if (g < calls.exe_copying_s.size()) p.groups[g].exe_copying_s = calls.exe_copying_s[g];
+    if (g < calls.idle_start_s.size()) {
+      for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+        if (p.groups[g].exe_s[ph]) p.groups[g].idle_start_s[ph] = calls.idle_start_s[g][ph];
+      }
+    }
     if (g < calls.exe_mapped_s.size()) {
       for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
         if (p.groups[g].exe_s[ph]) p.groups[g].exe_mapped_s[ph] = calls.exe_mapped_s[g][ph];

@@ -54,8 +54,17 @@ Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWe
 // over calls with a copy in under 5% of their span (alone), over 95% (copying), all of them
 // (mean), and the mean share of the calls' spans under copies (cover).
 using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseCount>>;
+// A call starts on an idle engine when the previous call's compute ended more than
+// kBackToBackGap before it (after its copy, a host step, or the run's start); back to back
+// otherwise (timing events leave about 1.3 us between calls on the H200). Such a call takes a few
+// microseconds longer (on the H200 about 4 us for an expert call), which matters where calls
+// are short: `*_idle_share` is the share of a mean's calls that started idle, `alone_b2b` and
+// `alone_idle` split the alone calls by how they started.
+inline constexpr double kBackToBackGap = 3e-6;
 struct ExeSplit {
   PhaseTimesOfGroups alone, copying, mean, cover;
+  PhaseTimesOfGroups alone_b2b, alone_idle;
+  PhaseTimesOfGroups alone_idle_share, copying_idle_share, mean_idle_share;
 };
 ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
 
@@ -72,8 +81,13 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
 //   alone, when neither pass saw it alone: copying over the class's ratio (1 without one), or,
 //            with only part-covered calls, solved from their mean and cover with that ratio.
 struct ExeTimes {
-  PhaseTimesOfGroups alone;
-  PhaseTimesOfGroups copying;
+  PhaseTimesOfGroups alone;    // back to back
+  PhaseTimesOfGroups copying;  // back to back
+  // What a call adds when it starts on an idle engine: per class (kind, layer part, bytes) and
+  // phase, the median of its groups' alone calls started idle less the median of those started
+  // back to back, in the sequential pass (else the pipelined one), at least 0; absent where the
+  // class was not seen both ways (then nothing is taken off either).
+  PhaseTimesOfGroups idle_start;
 };
 // `under_copies`, if given: the same plan's runs with BackgroundCopies keeping the link busy the
 // whole time; where the pipelined runs saw no call copying, their mean is the copying time.
@@ -108,6 +122,7 @@ struct CallMeasurements {
   PhaseTimesOfGroups exe_s;          // per group, alone
   PhaseTimesOfGroups exe_copying_s;  // per group, a copy running
   PhaseTimesOfGroups exe_mapped_s;   // per group, read in place (the map pass; empty: not run)
+  PhaseTimesOfGroups idle_start_s;   // per group, ExeTimes::idle_start
   std::vector<std::optional<double>> pipelined_dma_s;  // per group, where the session streamed it
   HostCosts host;
   int runs = 0;

@@ -114,14 +114,18 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
     } else if (!sequential) {
       schedule_copies(i);
     }
+    // A call that starts on an idle engine (its copy, a host step or the launch kept the
+    // engine waiting) first spends idle_start_s; then its work, back to back.
+    const double work_start =
+        t.compute_start > prev_end ? t.compute_start + s.idle_start_s[i] : t.compute_start;
     if (plan.placement[g] == Placement::host && !s.gathers_rows[g]) {
       // Mapped: nothing else crosses the link meanwhile (above), so its time alone.
       if (!sequential) schedule_copies(i);
-      t.compute_end = t.compute_start + s.exe_mapped_s[i];
+      t.compute_end = work_start + s.exe_mapped_s[i];
     } else {
-      t.compute_end = sequential ? t.compute_start + s.exe_s[i]
-                                 : end_of_work(t.compute_start, s.exe_s[i], s.exe_copying_s[i],
-                                               copies, overlap_from, scheduled);
+      t.compute_end = sequential ? work_start + s.exe_s[i]
+                                 : end_of_work(work_start, s.exe_s[i], s.exe_copying_s[i], copies,
+                                               overlap_from, scheduled);
     }
     compute_end[i] = t.compute_end;
     if (item >= 0) ++consumed;

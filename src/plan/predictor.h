@@ -16,6 +16,8 @@
 //   A call computes on one engine, in order:
 //     compute_start(i) = max(compute_end(i-1), enqueued(i), copy_end(i) if streamed)
 //     compute_end(i)   = compute_start(i) + C_EXE(group, phase)   with the link idle;
+//   a call that starts on an idle engine (compute_start(i) > compute_end(i-1): it waited for its
+//   copy, a host step or its launch) first spends idle_start_s (profile.h) before its work;
 //   a copy's traffic slows kernels (profile.h exe_copying_s), so in pipelined mode the call
 //   progresses at 1/C_EXE while no copy runs and at 1/C_EXE_copying while one does, over the
 //   copies scheduled at that time (each as soon as the copy before it and its slot's previous

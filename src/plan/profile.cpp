@@ -153,7 +153,7 @@ Result<GroupProfile> read_group(const json& j, size_t index, int64_t version) {
   const std::string where = "groups[" + std::to_string(index) + "]";
   if (version >= 3) {
     FERRY_RETURN_IF_ERROR(check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"},
-                                     {"exe_copying_s", "exe_mapped_s"}));
+                                     {"exe_copying_s", "exe_mapped_s", "idle_start_s"}));
   } else {
     FERRY_RETURN_IF_ERROR(
         check_keys(j, where, {"name", "bytes", "dma_s", "exe_s"}, {"exe_copying_s"}));
@@ -169,6 +169,10 @@ Result<GroupProfile> read_group(const json& j, size_t index, int64_t version) {
   if (j.contains("exe_copying_s")) {
     FERRY_ASSIGN_OR_RETURN(g.exe_copying_s,
                            read_phase_times(j["exe_copying_s"], at, "exe_copying_s", &g.exe_s));
+  }
+  if (j.contains("idle_start_s")) {
+    FERRY_ASSIGN_OR_RETURN(g.idle_start_s,
+                           read_phase_times(j["idle_start_s"], at, "idle_start_s", &g.exe_s));
   }
   if (j.contains("exe_mapped_s")) {
     FERRY_ASSIGN_OR_RETURN(g.exe_mapped_s,
@@ -209,6 +213,8 @@ std::string profile_to_json(const Profile& p) {
     e["exe_s"] = phase_times_json(g.exe_s, nullptr);
     ojson copying = phase_times_json(g.exe_copying_s, &g.exe_s);
     if (!copying.empty()) e["exe_copying_s"] = std::move(copying);
+    ojson idle = phase_times_json(g.idle_start_s, &g.exe_s);
+    if (!idle.empty()) e["idle_start_s"] = std::move(idle);
     ojson mapped = phase_times_json(g.exe_mapped_s, &g.exe_s);
     if (!mapped.empty()) e["exe_mapped_s"] = std::move(mapped);
     groups.push_back(std::move(e));

@@ -16,8 +16,8 @@
 //                "exe_copying_s": {"prefill": 0.0053, "decode": 0.00027},
 //                "exe_mapped_s": {"prefill": 0.061, "decode": 0.0041}}, ...]}
 //
-// Version 2 added exe_copying_s and the host's *_copying_s, version 3 exe_mapped_s; versions 1
-// and 2 are still read (without them).
+// Version 2 added exe_copying_s and the host's *_copying_s, version 3 exe_mapped_s and
+// idle_start_s; versions 1 and 2 are still read (without them).
 //
 // A file is hostile input: parse_profile checks every key, type and range; check_profile then
 // checks it against a model and a call sequence (same groups in the same order with the same
@@ -63,6 +63,10 @@ struct GroupProfile {
   // map pass needs a tier kernels can read and a checkpoint whose group ranges are their layout),
   // and the planner then never maps the group. Only for phases exe_s has.
   std::array<std::optional<double>, kPhaseCount> exe_mapped_s;
+  // What a call adds to C_EXE (alone or copying, which are back to back: the previous call's
+  // compute just ended) when it starts on an idle engine: after waiting for its copy, after a
+  // host step, first in the inference. Absent: 0. Only for phases exe_s has.
+  std::array<std::optional<double>, kPhaseCount> idle_start_s;
 };
 
 // Host work the schedule waits for (seconds). See plan/schedule.h for where each one falls.

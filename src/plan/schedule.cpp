@@ -55,6 +55,7 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
   s.exe_s.resize(calls.size());
   s.exe_copying_s.resize(calls.size());
   s.exe_mapped_s.resize(calls.size());
+  s.idle_start_s.resize(calls.size());
   s.host_after.resize(calls.size());
   s.host_after_s.resize(calls.size());
   s.host_after_copying_s.resize(calls.size());
@@ -63,6 +64,7 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
     const size_t ph = phase_index(calls[i].phase);
     s.exe_s[i] = *profile.groups[g].exe_s[ph];
     s.exe_copying_s[i] = profile.groups[g].exe_copying_s[ph].value_or(s.exe_s[i]);
+    s.idle_start_s[i] = profile.groups[g].idle_start_s[ph].value_or(0);
     const std::optional<double>& mapped = profile.groups[g].exe_mapped_s[ph];
     if (!mapped) s.map_measured[g] = false;
     s.exe_mapped_s[i] = mapped.value_or(std::max(

@@ -33,6 +33,7 @@ struct Schedule {
   // profile's exe_mapped_s where measured, else max(C_EXE, bytes / link peak) (a guess for
   // plans mapped by hand; the planner maps only measured groups)
   std::vector<double> exe_mapped_s;
+  std::vector<double> idle_start_s;          // per call: added when it starts on an idle engine
   std::vector<HostStep> host_after;          // per call
   std::vector<double> host_after_s;          // per call: the host step's seconds (0 when none)
   std::vector<double> host_after_copying_s;  // per call: the same while a copy runs

@@ -455,5 +455,30 @@ TEST(PlanPredictor, RefusesAPlanForAnotherModel) {
   EXPECT_FALSE(predict(t.weights, t.schedule(), p).ok());
 }
 
+// A call that starts on an idle engine (after its copy here) first spends its idle_start_s; one
+// that follows the previous call's end does not.
+TEST(PlanPredictor, AnIdleStartAddsItsTimeOnlyAfterAWait) {
+  testing::ToyBuilder b(1e3);
+  const int a = b.group("text.layers.0", GroupKind::decoder_layer, 1000, 2.0);
+  const int r = b.group("text.layers.1", GroupKind::decoder_layer, 1000, 2.0);
+  b.exe(a, Phase::decode, 1.0).exe(r, Phase::decode, 1.0);
+  b.step({a, r}, Phase::decode, 0);
+  b.host(0, 0, 0);
+  testing::Toy t = b.build();
+  for (GroupProfile& g : t.profile.groups) g.idle_start_s[phase_index(Phase::decode)] = 0.5;
+  const Schedule s = t.schedule();
+  Plan p;
+  p.placement = {Placement::streamed, Placement::resident};
+  p.slots = 2;
+  p.slot_bytes = align_group_bytes(1000);
+  std::vector<CallTiming> trace;
+  auto got = predict(t.weights, s, p, &trace);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_DOUBLE_EQ(trace[0].compute_start, 2.0);  // waited for its copy [0, 2]
+  EXPECT_DOUBLE_EQ(trace[0].compute_end, 3.5);    // 0.5 idle start + 1.0
+  EXPECT_DOUBLE_EQ(trace[1].compute_end, 4.5);    // back to back: 1.0
+  EXPECT_DOUBLE_EQ(got->total_s, 4.5);
+}
+
 }  // namespace
 }  // namespace ferry

@@ -165,5 +165,39 @@ TEST(ExeTimes, AloneAndCopyingWithTheClassRatioFillingTheGaps) {
   near(u.alone, 2, 0.5);
 }
 
+// A call that starts on an idle engine takes longer: groups of one class seen both ways give the
+// extra, which comes off the idle calls' times and is kept as idle_start.
+TEST(ExeTimes, AnIdleStartIsTakenOffAndKeptPerClass) {
+  ModelWeights w;
+  for (const char* name : {"expert.layers.0.mlp", "expert.layers.1.mlp", "expert.layers.2.mlp"}) {
+    WeightGroup g;
+    g.name = name;
+    g.kind = GroupKind::expert_layer;
+    g.part = LayerPart::whole;
+    g.bytes = name[14] == '2' ? 8192 : 4096;  // group 2: another class
+    w.groups.push_back(g);
+  }
+  // The sequential pass: group 0 back to back after group 2 (1.0 s), group 1 after a gap
+  // (1.25 s), twice each; group 2 always after a gap (0.5 s).
+  StreamTimeline seq;
+  for (int g : {2, 0, 1, 2, 0, 1}) seq.calls.push_back(call_of(g));
+  seq.compute = {{0, 0.5}, {0.5, 1.5}, {2, 3.25}, {4, 4.5}, {4.5, 5.5}, {6, 7.25}};
+  seq.copy_of.assign(seq.calls.size(), -1);
+  const ExeSplit split = split_exe_times({seq}, w.groups.size());
+  const size_t d = phase_index(Phase::decode);
+  ASSERT_TRUE(split.alone_b2b[0][d].has_value());
+  EXPECT_FALSE(split.alone_idle[0][d].has_value());
+  EXPECT_NEAR(*split.alone_idle[1][d], 1.25, 1e-12);
+  EXPECT_NEAR(*split.mean_idle_share[1][d], 1.0, 1e-12);
+  const ExeTimes e = exe_times(w, split, &split);
+  EXPECT_NEAR(*e.alone[0][d], 1.0, 1e-12);
+  EXPECT_NEAR(*e.alone[1][d], 1.0, 1e-12);  // 1.25 less the class's 0.25
+  EXPECT_NEAR(*e.idle_start[0][d], 0.25, 1e-12);
+  EXPECT_NEAR(*e.idle_start[1][d], 0.25, 1e-12);
+  // Group 2's class was never seen back to back: nothing known, nothing taken off.
+  EXPECT_NEAR(*e.alone[2][d], 0.5, 1e-12);
+  EXPECT_FALSE(e.idle_start[2][d].has_value());
+}
+
 }  // namespace
 }  // namespace ferry
