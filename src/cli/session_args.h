@@ -23,7 +23,8 @@ struct SessionArgs {
   std::string resident;          // "0,3,7,vision.merger": text layer indexes or group names
   std::optional<int> resident_count;
   std::string mapped;  // --map: groups read in place (the map path), as --resident names them
-  bool no_lent_cache = false;  // --no-lent-cache
+  bool no_lent_cache = false;    // --no-lent-cache
+  bool thorough_search = false;  // --thorough-search
   std::string plan_file;
   std::string profile_file;  // a `ferry profile` file: the times the planner uses
   std::string host_path = "auto";

@@ -75,6 +75,7 @@ Result<Plan> explicit_plan(const ModelWeights& weights, const PlanRequest& req, 
 PlannerOptions planner_options(const PlanRequest& req, uint64_t lent_bytes) {
   PlannerOptions o;
   if (req.lent_cache) o.lent_bytes = lent_bytes;
+  o.lent_in_search = req.thorough_search;
   const bool sequential = req.mode == StreamMode::sequential;
   o.allow_sequential = !req.mode_given || sequential;
   o.allow_pipelined = !req.mode_given || !sequential;

@@ -66,6 +66,9 @@ struct PlanRequest {
   // The planner may keep streamed groups in the runner's region while it is idle after prefill
   // (plan/lent_cache.h); false: --no-lent-cache.
   bool lent_cache = true;
+  // The planner prices every state of its search with its lent cache (PlannerOptions::
+  // lent_in_search): --thorough-search.
+  bool thorough_search = false;
 };
 
 struct SessionOptions {

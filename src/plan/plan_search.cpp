@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "plan/knapsack.h"
+#include "plan/lent_cache.h"
 #include "plan/predictor.h"
 
 namespace ferry {
@@ -126,9 +127,17 @@ Plan PlanSearch::to_plan(const SearchState& st) const {
   return p;
 }
 
+double PlanSearch::price(const Plan& plan) const {
+  const double without = predict_total_s(s_, plan);
+  if (!options_.lent_in_search || options_.lent_bytes == 0) return without;
+  const Plan cached = with_lent_cache(plan, s_.calls, s_.bytes, s_.dma_s, options_.lent_bytes);
+  if (cached.cached.empty()) return without;
+  return std::min(without, predict_total_s(s_, cached));
+}
+
 double PlanSearch::cost(const SearchState& st) {
   ++evaluations_;
-  return predict_total_s(s_, to_plan(st));
+  return price(to_plan(st));
 }
 
 std::vector<double> PlanSearch::costs(const std::vector<SearchState>& states, bool bounded) {
@@ -143,7 +152,7 @@ std::vector<double> PlanSearch::costs(const std::vector<SearchState>& states, bo
   parallel_for(pool_.get(), static_cast<int64_t>(n), 4, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const auto k = static_cast<size_t>(i);
-      out[k] = predict_total_s(s_, to_plan(states[k]));
+      out[k] = price(to_plan(states[k]));
     }
   });
   return out;

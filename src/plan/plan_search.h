@@ -42,6 +42,8 @@ class PlanSearch {
   bool fits(const SearchState& st) const { return device_bytes(st) <= budget_; }
   Plan to_plan(const SearchState& st) const;
   double cost(const SearchState& st);  // the predicted latency (one evaluation)
+  // A plan's predicted latency; with options.lent_in_search, with its lent cache where faster.
+  double price(const Plan& plan) const;
   // The predicted latency of each state, computed in parallel on the pool. `bounded`: only the
   // first states the evaluation budget still allows are priced (the result is that long).
   std::vector<double> costs(const std::vector<SearchState>& states, bool bounded);

@@ -169,6 +169,21 @@ TEST_F(PlanCli, MapIsWeighedByTheProfilesMappedTimes) {
   expect_all_resident_outputs(urun);
 }
 
+// --thorough-search plans with the lent cache priced in every step; its plan runs to the
+// all-resident bytes like any other.
+TEST_F(PlanCli, AThoroughSearchPlanRuns) {
+  const uint64_t vram = middle_budget();
+  ASSERT_GT(vram, 0u);
+  const std::string v = " --vram " + std::to_string(vram);
+  const nlohmann::json p = ok_json("plan" + model() + kWorkload + v +
+                                   " --thorough-search --json --out " + file("thorough.plan"));
+  EXPECT_EQ(p["origin"], "planner");
+  EXPECT_LE(p["plan"]["memory"]["total"].get<uint64_t>(), vram);
+  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + v + " --plan " +
+                                     file("thorough.plan") + " --json --check-streams");
+  expect_all_resident_outputs(run);
+}
+
 // --runtime plans for another device: its runtime and the registered tier's page tables are set
 // apart, so less is left for weights than on this backend, which sets none apart.
 TEST_F(PlanCli, AnotherDevicesRuntimeIsSetApart) {
