@@ -14,6 +14,7 @@
 
 #include "format/atomic_write.h"
 #include "format/safetensors.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -39,13 +40,8 @@ std::vector<std::string> names(const fs::path& dir) {
 
 class AtomicWrite : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ferry_atomic_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  testing::ScratchDir scratch_{"ferry_atomic"};
+  fs::path dir_ = scratch_.path();
 };
 
 TEST_F(AtomicWrite, FileIsOldOrNewAndNeverHalf) {

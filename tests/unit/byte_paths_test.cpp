@@ -15,6 +15,7 @@
 #include "exec/byte_probe.h"
 #include "model/presets.h"
 #include "plan/byte_paths.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -148,14 +149,11 @@ TEST(BytePaths, ReadReduceFoldsEveryByte) {
 class ProbeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (fs::temp_directory_path() /
-            (std::string("ferry_probe_").append(std::to_string(::getpid()))))
-               .string();
     config_ = preset("qwen3-tiny").value();
     ASSERT_TRUE(testing::write_test_checkpoint(dir_, config_, 4).ok());
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
+  testing::ScratchDir scratch_{"ferry_probe", /*create=*/false};
+  std::string dir_ = scratch_.str();
   ModelConfig config_;
 };
 

@@ -22,6 +22,7 @@
 #include "model/presets.h"
 #include "model/synth.h"
 #include "model/weights.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -30,20 +31,14 @@ namespace fs = std::filesystem;
 
 class FaultGuard : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ferry_fault_guard_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string file(const std::string& name, size_t bytes, char fill = 'a') {
     const std::string p = (dir_ / name).string();
     std::ofstream(p, std::ios::binary) << std::string(bytes, fill);
     return p;
   }
 
-  fs::path dir_;
+  testing::ScratchDir scratch_{"ferry_fault_guard"};
+  fs::path dir_ = scratch_.path();
 };
 
 constexpr size_t kBytes = 1 << 20;

@@ -24,6 +24,7 @@
 #include "format/config_json.h"
 #include "model/pack.h"
 #include "model/presets.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 #include "tiny_checkpoint.h"
 
@@ -38,14 +39,6 @@ using testing::run_ferry_args;
 
 class PackTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ =
-        fs::temp_directory_path() / (std::string("ferry_pack_").append(std::to_string(::getpid())));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
   // A checkpoint of `config` in several shards (so pack gathers from more than one file), with
   // a tokenizer-like extra file.
   fs::path make(const std::string& name, const ModelConfig& config) {
@@ -62,7 +55,8 @@ class PackTest : public ::testing::Test {
     return dir;
   }
 
-  fs::path root_;
+  testing::ScratchDir scratch_{"ferry_pack"};
+  fs::path root_ = scratch_.path();
 };
 
 Workload workload_for(const ModelConfig& c) {

@@ -14,6 +14,7 @@
 #include "model/presets.h"
 #include "plan/plan.h"
 #include "plan/profile.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -35,14 +36,10 @@ std::string slurp(const std::string& path) {
 class PlanCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        (std::filesystem::temp_directory_path() / ("ferry_plan_cli_" + std::to_string(::getpid())))
-            .string();
     auto c = preset("alpamayo-tiny");
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE(testing::write_test_checkpoint(dir_ + "/model", *c, 2).ok());
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string model() const { return " --model " + dir_ + "/model --backend cpu"; }
   std::string file(const std::string& name) const { return dir_ + "/" + name; }
@@ -73,7 +70,8 @@ class PlanCli : public ::testing::Test {
     }
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"ferry_plan_cli"};
+  std::string dir_ = scratch_.str();
 };
 
 TEST_F(PlanCli, APlannedRunGivesTheAllResidentBytes) {

@@ -19,6 +19,7 @@
 #include "model/call_sequence.h"
 #include "model/inference.h"
 #include "model/presets.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -125,9 +126,6 @@ class RecordingProvider final : public GroupProvider {
 class ProfiledAlpamayo : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        (std::filesystem::temp_directory_path() / ("ferry_profile_" + std::to_string(::getpid())))
-            .string();
     auto c = preset("alpamayo-tiny");
     ASSERT_TRUE(c.ok());
     config_ = *c;
@@ -151,9 +149,9 @@ class ProfiledAlpamayo : public ::testing::Test {
     w_.flow_steps = 3;
     w_.seed = 5;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"ferry_profile", /*create=*/false};
+  std::string dir_ = scratch_.str();
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<Backend> cpu_;

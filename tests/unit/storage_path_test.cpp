@@ -21,6 +21,7 @@
 #include "exec/storage_reader.h"
 #include "format/mapped_file.h"
 #include "model/presets.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -30,12 +31,6 @@ namespace fs = std::filesystem;
 
 class StorageTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ferry_storage_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A file of `bytes` seeded random bytes; returns its contents.
   std::vector<std::byte> write_file(const std::string& name, size_t bytes) {
     std::vector<std::byte> data(bytes);
@@ -47,7 +42,8 @@ class StorageTest : public ::testing::Test {
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  fs::path dir_;
+  testing::ScratchDir scratch_{"ferry_storage"};
+  fs::path dir_ = scratch_.path();
 };
 
 TEST(AlignedRange, CoversTheRangeWithWholeBlocks) {

@@ -16,6 +16,7 @@
 #include "exec/resident_weights.h"
 #include "model/inference.h"
 #include "model/presets.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -24,20 +25,18 @@ namespace {
 class RunCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() / ("ferry_cli_" + std::to_string(::getpid())))
-               .string();
     auto c = preset("qwen3-tiny");
     ASSERT_TRUE(c.ok());
     config_ = *c;
     ASSERT_TRUE(testing::write_test_checkpoint(dir_ + "/model", config_, 3).ok());
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   testing::CliRun ferry_run(const std::string& args) {
     return testing::run_ferry("run --model " + dir_ + "/model " + args);
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"ferry_cli"};
+  std::string dir_ = scratch_.str();
   ModelConfig config_;
 };
 

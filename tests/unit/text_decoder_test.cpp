@@ -14,6 +14,7 @@
 #include "model/prompt.h"
 #include "model/rope_index.h"
 #include "model/text_decoder.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -22,9 +23,6 @@ namespace {
 class DecoderFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("ferry_text_decoder_" + std::to_string(::getpid())))
-               .string();
     auto c = preset("qwen3-tiny");
     ASSERT_TRUE(c.ok());
     config_ = *c;
@@ -40,7 +38,6 @@ class DecoderFixture : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     resident_ = std::move(*r);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // One forward of `ids` at the decoder's current cache length; returns the last logits.
   std::vector<float> step(TextDecoder& d, const std::vector<int32_t>& ids) {
@@ -62,7 +59,8 @@ class DecoderFixture : public ::testing::Test {
     return values;
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"ferry_text_decoder", /*create=*/false};
+  std::string dir_ = scratch_.str();
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<Backend> backend_;
