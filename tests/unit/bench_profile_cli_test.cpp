@@ -8,6 +8,7 @@
 
 #include "cli_runner.h"
 #include "model/presets.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -16,14 +17,10 @@ namespace {
 class BenchProfileCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("ferry_bench_profile_" + std::to_string(::getpid())))
-               .string();
     auto c = preset("alpamayo-tiny");
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE(testing::write_test_checkpoint(dir_, *c, 2).ok());
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   testing::CliRun bench(const std::string& args) {
     return testing::run_ferry("bench --model " + dir_ +
@@ -32,7 +29,8 @@ class BenchProfileCli : public ::testing::Test {
                               args);
   }
 
-  std::string dir_;
+  testing::ScratchDir scratch_{"ferry_bench_profile", /*create=*/false};
+  std::string dir_ = scratch_.str();
 };
 
 TEST_F(BenchProfileCli, JsonHasTheProfileOfEveryStage) {

@@ -19,6 +19,7 @@
 #include "format/safetensors.h"
 #include "model/prompt.h"
 #include "model/weights.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -92,8 +93,8 @@ uint16_t read_bits(const Poison& p) {
 }
 
 TEST(DamagedWeights, EveryKindOfWeightGroupIsNamedAndVerifyFindsIt) {
-  const fs::path dir = fs::temp_directory_path() / ("ferry_damage_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const testing::ScratchDir scratch("ferry_damage", /*create=*/false);
+  const fs::path& dir = scratch.path();
   const fs::path ck = dir / "alpamayo";
   ASSERT_EQ(run_ferry_args({"synth", "--preset", "alpamayo-tiny", "--out", ck.string()}).code, 0);
 
@@ -144,7 +145,6 @@ TEST(DamagedWeights, EveryKindOfWeightGroupIsNamedAndVerifyFindsIt) {
   const Ended clean = run_ferry_args({"verify", ck.string()});
   EXPECT_EQ(clean.code, 0) << clean.err;
   EXPECT_NE(clean.out.find("ok: every value is finite"), std::string::npos) << clean.out;
-  fs::remove_all(dir);
 }
 
 TEST(DamagedWeights, CountsByDtype) {

@@ -15,6 +15,7 @@
 #include "model/presets.h"
 #include "model/prompt.h"
 #include "model/sampling.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -85,16 +86,13 @@ TEST(EarlyStop, ExecutorSkipsTheRestOfDecodeAndTellsTheProvider) {
 
 class Model {
  public:
-  explicit Model(const std::string& preset_name) {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("ferry_early_" + preset_name + "_" + std::to_string(::getpid())))
-               .string();
+  explicit Model(const std::string& preset_name)
+      : scratch_("ferry_early_" + preset_name, /*create=*/false), dir_(scratch_.str()) {
     config_ = preset(preset_name).value();
     EXPECT_TRUE(testing::write_test_checkpoint(dir_, config_, 4).ok());
     weights_ = describe_weights(config_).value();
     checkpoint_.emplace(Checkpoint::open(dir_).value());
   }
-  ~Model() { std::filesystem::remove_all(dir_); }
 
   // Real-looking inputs: random text around one 64x64 image (vision models), a history.
   ModelInputs inputs() const {
@@ -181,6 +179,7 @@ class Model {
   const Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
+  testing::ScratchDir scratch_;
   std::string dir_;
   ModelConfig config_;
   ModelWeights weights_;

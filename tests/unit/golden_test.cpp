@@ -17,6 +17,7 @@
 #include "model/inference.h"
 #include "model/presets.h"
 #include "model/sampling.h"
+#include "scratch_dir.h"
 #include "text_test_model.h"
 
 namespace ferry {
@@ -31,17 +32,14 @@ struct Golden {
 
 class TinyModel {
  public:
-  explicit TinyModel(const std::string& preset_name) {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("ferry_golden_" + preset_name + "_" + std::to_string(::getpid())))
-               .string();
+  explicit TinyModel(const std::string& preset_name)
+      : scratch_("ferry_golden_" + preset_name, /*create=*/false), dir_(scratch_.str()) {
     auto c = preset(preset_name);
     EXPECT_TRUE(c.ok());
     config_ = *c;
     Status s = testing::write_test_checkpoint(dir_, config_, 1);
     EXPECT_TRUE(s.ok()) << s.error().to_string();
   }
-  ~TinyModel() { std::filesystem::remove_all(dir_); }
 
   Result<InferenceResult> run(const Workload& w, const InferenceOptions& options = {},
                               const CpuBackendOptions& cpu = {}) {
@@ -58,6 +56,7 @@ class TinyModel {
   const ModelConfig& config() const { return config_; }
 
  private:
+  testing::ScratchDir scratch_;
   std::string dir_;
   ModelConfig config_;
 };

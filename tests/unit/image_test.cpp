@@ -13,6 +13,7 @@
 #include "image/qwen_vl_preprocess.h"
 #include "image/resize.h"
 #include "model/vision_encoder.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -200,9 +201,8 @@ TEST(PreprocessorConfig, RefusesWhatItCannotDo) {
 }
 
 TEST(PreprocessorConfig, LoadsFromAFolderOrDefaults) {
-  const auto dir = std::filesystem::temp_directory_path() / "ferry_image_test_cfg";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir scratch("ferry_image_cfg");
+  const std::filesystem::path& dir = scratch.path();
   Result<VisionPreprocessConfig> c = load_preprocessor_config(dir.string());
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->min_pixels, 65536);
@@ -219,7 +219,6 @@ TEST(PreprocessorConfig, LoadsFromAFolderOrDefaults) {
   EXPECT_EQ(c->max_pixels, 200000);
   std::ofstream(dir / "preprocessor_config.json") << R"({"resample": 0})";
   EXPECT_FALSE(load_preprocessor_config(dir.string()).ok());
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CompositeOverWhite, OpaqueIsIdentityTransparentIsWhite) {

@@ -12,6 +12,7 @@
 #include "model/presets.h"
 #include "model/weights.h"
 #include "model/workload.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -90,9 +91,8 @@ TEST(InputLimits, AlpamayoValuesTheEngineCannotHonourAreConfigErrors) {
 }
 
 TEST(InputLimits, SpecialFilesAreRefusedWithoutBlocking) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("ferry_fifo_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const testing::ScratchDir scratch("ferry_fifo");
+  const std::filesystem::path& dir = scratch.path();
   const std::string fifo = (dir / "config.json").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Both would block forever on a FIFO without a writer if they opened it for reading.
@@ -102,7 +102,6 @@ TEST(InputLimits, SpecialFilesAreRefusedWithoutBlocking) {
   auto c = load_config(dir.string());
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().message.find("not a regular file"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(InputLimits, NonBf16WeightsAreRefusedBeforeLoading) {

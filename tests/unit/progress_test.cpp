@@ -9,6 +9,7 @@
 
 #include "cli/progress.h"
 #include "cli_process.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -35,8 +36,8 @@ TEST(Progress, LineSaysStageStepAndElapsed) {
 
 TEST(Progress, QuietMeansNothingOnStderr) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("ferry_progress_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const testing::ScratchDir scratch("ferry_progress", /*create=*/false);
+  const fs::path& dir = scratch.path();
   ASSERT_EQ(
       testing::run_ferry_args({"synth", "--preset", "qwen3-tiny", "--out", dir.string()}).code, 0);
   const auto quiet = testing::run_ferry_args({"bench", "--model", dir.string(), "--backend", "cpu",
@@ -47,7 +48,6 @@ TEST(Progress, QuietMeansNothingOnStderr) {
       {"bench", "--model", dir.string(), "--backend", "cpu", "--runs", "1", "--warmup", "0"});
   EXPECT_EQ(loud.code, 0) << loud.err;
   EXPECT_NE(loud.err.find("bench: run 1/1"), std::string::npos) << loud.err;
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "cli/npy.h"
 #include "cli/run_inputs.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -21,18 +22,14 @@ namespace fs = std::filesystem;
 
 class Files : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ferry_inputs_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& bytes) {
     const fs::path p = dir_ / name;
     fs::create_directories(p.parent_path());
     std::ofstream(p, std::ios::binary) << bytes;
     return p.string();
   }
-  fs::path dir_;
+  testing::ScratchDir scratch_{"ferry_inputs"};
+  fs::path dir_ = scratch_.path();
 };
 
 // A .npy of doubles with the header numpy writes.
