@@ -336,7 +336,6 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
             "); the smallest budget for this model and workload is " + binary_bytes(least.total()));
   }
   FERRY_ASSIGN_OR_RETURN(sp.prediction, predict(weights, ctx.schedule, sp.plan));
-  sp.schedule = ctx.schedule;
   const uint64_t weight_room =
       vram ? *vram - std::min(*vram, fixed) : std::max(weights.total_bytes(), uint64_t{1});
   Result<LowerBound> bound =
@@ -366,6 +365,7 @@ Result<SessionPlan> plan_session_full(Backend& backend, const ModelConfig& confi
                                                                options, runtime_bytes, in_place));
   const Clock::time_point t1 = Clock::now();
   FERRY_ASSIGN_OR_RETURN(SessionPlan sp, choose_plan(ctx, weights, options, vram));
+  sp.schedule = std::move(ctx.schedule);  // the context ends here: no copy
   sp.context_s = std::chrono::duration<double>(t1 - t0).count();
   sp.choose_s = std::chrono::duration<double>(Clock::now() - t1).count();
   return sp;

@@ -181,7 +181,7 @@ struct SessionPlan {
   // profile, schedule) and the choice (the planner's search, the budget check, the prediction).
   double context_s = 0;
   double choose_s = 0;
-  Schedule schedule;  // the calls timed by the profile: what `prediction` priced
+  Schedule schedule;  // what `prediction` priced (plan_session_full fills it; choose_plan not)
   // Off the registered path (bounce, pageable, storage) copies run at that path's rate, not the
   // profile's link: the plan priced again with every C_DMA at least bytes / the rate the session
   // measured through the path (Session::open fills it; the plan itself was chosen with the

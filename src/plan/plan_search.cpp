@@ -256,6 +256,13 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
   // better than the static benefit can.
   // A mapped group flips to resident. Then each map candidate is mapped (from resident or
   // streamed) or, mapped, streams again.
+  auto map_flipped = [&](size_t g) {  // mapped (from resident or streamed), or streamed again
+    SearchState st = cur;
+    if (st.mapped.empty()) st.mapped.assign(n, 0);
+    st.mapped[g] = !is_mapped(cur, g);
+    st.resident[g] = 0;
+    return st;
+  };
   std::vector<SearchState> flips;
   flips.reserve(candidates_.size() + map_candidates_.size());
   for (size_t g : candidates_) {
@@ -264,13 +271,7 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
     if (is_mapped(st, g)) st.mapped[g] = 0;
     st.resident[g] = !cur.resident[g];
   }
-  for (size_t g : map_candidates_) {
-    flips.push_back(cur);
-    SearchState& st = flips.back();
-    if (st.mapped.empty()) st.mapped.assign(n, 0);
-    st.mapped[g] = !is_mapped(cur, g);
-    st.resident[g] = 0;
-  }
+  for (size_t g : map_candidates_) flips.push_back(map_flipped(g));
   const std::vector<double> flipped = costs(flips, /*bounded=*/false);
   std::vector<double> saved(n, 0), worth(n, 0);
   std::vector<size_t> residents, streamed;
@@ -345,10 +346,7 @@ void PlanSearch::neighbors(const SearchState& cur, double cur_s, Visit&& visit) 
     }
   }
   for (size_t g : map_candidates_) {  // mapped or unmapped, then the room left filled
-    SearchState st = cur;
-    if (st.mapped.empty()) st.mapped.assign(n, 0);
-    st.mapped[g] = !is_mapped(cur, g);
-    st.resident[g] = 0;
+    SearchState st = map_flipped(g);
     if (!fits(st)) {
       std::vector<uint8_t> removed(n, 0);
       if (!shrink(st, loss_order, removed, n)) continue;

@@ -61,15 +61,16 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   // order, by the copies and the mapped calls alike, so a copy for a later call starts after
   // the mapped calls before that call have ended (on a saturated link, sharing it would end the
   // pair at the same time; the order only says which of the two finishes first).
-  mapped_before.resize(s.calls.size());
-  bool any_mapped = false;
-  for (size_t i = 0, last = 0; i < s.calls.size(); ++i) {
-    mapped_before[i] = any_mapped ? static_cast<int32_t>(last) : -1;
-    const size_t g = static_cast<size_t>(s.calls[i].group);
-    if (plan.placement[g] == Placement::host && !s.gathers_rows[g]) {
-      any_mapped = true;
-      last = i;
-    }
+  // Most plans map nothing: then no copy waits for a mapped call and the walk is skipped.
+  bool maps = false;
+  for (size_t g = 0; g < plan.placement.size() && !maps; ++g) {
+    maps = plan.placement[g] == Placement::host && !s.gathers_rows[g];
+  }
+  mapped_before.resize(maps ? s.calls.size() : 0);
+  for (int32_t i = 0, last = -1; maps && i < static_cast<int32_t>(s.calls.size()); ++i) {
+    mapped_before[static_cast<size_t>(i)] = last;
+    const auto g = static_cast<size_t>(s.calls[static_cast<size_t>(i)].group);
+    if (plan.placement[g] == Placement::host && !s.gathers_rows[g]) last = i;
   }
   double host_clock = 0;
   double prev_end = 0;
@@ -80,7 +81,8 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   auto schedule_copies = [&](size_t computed) {
     while (scheduled < items.size()) {
       const CopyItem& it = items[scheduled];
-      const int32_t after = std::max(it.after, mapped_before[static_cast<size_t>(it.call)]);
+      const int32_t after =
+          maps ? std::max(it.after, mapped_before[static_cast<size_t>(it.call)]) : it.after;
       if (after >= static_cast<int32_t>(computed)) return;
       const double start =
           after >= 0 ? std::max(copy_free, compute_end[static_cast<size_t>(after)]) : copy_free;

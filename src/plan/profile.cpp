@@ -149,6 +149,15 @@ ojson phase_times_json(const PhaseTimes& times, const PhaseTimes* only) {
   return out;
 }
 
+// A group's optional times per phase, by their JSON key, in the order a file has them: each only
+// for phases exe_s has.
+template <class Group>
+auto optional_times(Group& g) {
+  return std::array{std::pair{"exe_copying_s", &g.exe_copying_s},
+                    std::pair{"idle_start_s", &g.idle_start_s},
+                    std::pair{"exe_mapped_s", &g.exe_mapped_s}};
+}
+
 Result<GroupProfile> read_group(const json& j, size_t index, int64_t version) {
   const std::string where = "groups[" + std::to_string(index) + "]";
   if (version >= 3) {
@@ -166,17 +175,9 @@ Result<GroupProfile> read_group(const json& j, size_t index, int64_t version) {
   g.bytes = static_cast<uint64_t>(bytes);
   FERRY_ASSIGN_OR_RETURN(g.dma_s, read_number(j["dma_s"], at + ": dma_s", 0, kMaxProfileSeconds));
   FERRY_ASSIGN_OR_RETURN(g.exe_s, read_phase_times(j["exe_s"], at, "exe_s", nullptr));
-  if (j.contains("exe_copying_s")) {
-    FERRY_ASSIGN_OR_RETURN(g.exe_copying_s,
-                           read_phase_times(j["exe_copying_s"], at, "exe_copying_s", &g.exe_s));
-  }
-  if (j.contains("idle_start_s")) {
-    FERRY_ASSIGN_OR_RETURN(g.idle_start_s,
-                           read_phase_times(j["idle_start_s"], at, "idle_start_s", &g.exe_s));
-  }
-  if (j.contains("exe_mapped_s")) {
-    FERRY_ASSIGN_OR_RETURN(g.exe_mapped_s,
-                           read_phase_times(j["exe_mapped_s"], at, "exe_mapped_s", &g.exe_s));
+  for (auto [key, times] : optional_times(g)) {
+    if (!j.contains(key)) continue;
+    FERRY_ASSIGN_OR_RETURN(*times, read_phase_times(j[key], at, key, &g.exe_s));
   }
   return g;
 }
@@ -211,12 +212,10 @@ std::string profile_to_json(const Profile& p) {
     e["bytes"] = g.bytes;
     e["dma_s"] = g.dma_s;
     e["exe_s"] = phase_times_json(g.exe_s, nullptr);
-    ojson copying = phase_times_json(g.exe_copying_s, &g.exe_s);
-    if (!copying.empty()) e["exe_copying_s"] = std::move(copying);
-    ojson idle = phase_times_json(g.idle_start_s, &g.exe_s);
-    if (!idle.empty()) e["idle_start_s"] = std::move(idle);
-    ojson mapped = phase_times_json(g.exe_mapped_s, &g.exe_s);
-    if (!mapped.empty()) e["exe_mapped_s"] = std::move(mapped);
+    for (auto [key, times] : optional_times(g)) {
+      ojson t = phase_times_json(*times, &g.exe_s);
+      if (!t.empty()) e[key] = std::move(t);
+    }
     groups.push_back(std::move(e));
   }
   j["groups"] = std::move(groups);
