@@ -249,6 +249,14 @@ void profile(const ProfileArgs& a) {
     j["host"] = {{"sampling_s", p.host.sampling_s},
                  {"euler_s", p.host.euler_s},
                  {"launch_s", p.host.launch_s}};
+    for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
+      if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
+        j["host"]["stage_entry_s"][phase_name(ph)] = *t;
+      }
+      if (exe[phase_index(ph)] > 0) {
+        j["timing_event_s"][phase_name(ph)] = calls.event_s[phase_index(ph)];
+      }
+    }
     j["all_copies_s"] = dma_total;
     j["pipelined_copy_ratio"] = pipeline_ratio;
     for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
@@ -280,6 +288,21 @@ void profile(const ProfileArgs& a) {
       exe[0], exe[1], exe[2], exe[3]);
   std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
               p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
+  std::string entries;
+  for (Phase ph : {Phase::prefill, Phase::decode, Phase::expert}) {
+    if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s %.1f us", entries.empty() ? "" : ", ", phase_name(ph),
+                    *t * 1e6);
+      entries += buf;
+    }
+  }
+  if (!entries.empty()) std::printf("           stage entries: %s\n", entries.c_str());
+  std::printf(
+      "events     %.2f / %.2f / %.2f / %.2f us taken off every vision / prefill / decode / "
+      "expert span (one timing event's cost)\n",
+      calls.event_s[0] * 1e6, calls.event_s[1] * 1e6, calls.event_s[2] * 1e6,
+      calls.event_s[3] * 1e6);
   std::printf("second pass %s\n", second_pass.c_str());
   std::printf("map pass   %s\n", map_pass.c_str());
   print_plan(stdout, plan, weights, memory);

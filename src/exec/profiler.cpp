@@ -143,6 +143,8 @@ std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timeli
     for (size_t i = 0; i + 1 < n; ++i) {
       const HostStep step = host_step_after(t.calls, weights, i);
       if (step == HostStep::none) continue;
+      // A stage boundary's gap is more than its host step (stage_entry_gaps).
+      if (t.calls[i + 1].phase != t.calls[i].phase) continue;
       const double end = t.compute[i].end;
       if (i + 1 < t.copy_of.size()) {
         const int64_t k = t.copy_of[i + 1];
@@ -169,6 +171,51 @@ std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timeli
   return out;
 }
 
+std::array<std::optional<double>, kPhaseCount> stage_entry_gaps(
+    const std::vector<StreamTimeline>& timelines) {
+  std::array<std::vector<double>, kPhaseCount> gaps;
+  for (const StreamTimeline& t : timelines) {
+    const size_t n = std::min(t.calls.size(), t.compute.size());
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (t.calls[i + 1].phase == t.calls[i].phase) continue;
+      const double end = t.compute[i].end;
+      if (i + 1 < t.copy_of.size()) {
+        const int64_t k = t.copy_of[i + 1];
+        if (k >= 0 && static_cast<size_t>(k) < t.copies.size() &&
+            t.copies[static_cast<size_t>(k)].end > end) {
+          continue;  // the first call waited for its copy too
+        }
+      }
+      gaps[phase_index(t.calls[i + 1].phase)].push_back(
+          std::max(0.0, t.compute[i + 1].start - end));
+    }
+  }
+  std::array<std::optional<double>, kPhaseCount> out;
+  for (size_t p = 0; p < out.size(); ++p) out[p] = median_of(std::move(gaps[p]));
+  return out;
+}
+
+std::array<double, kPhaseCount> timing_event_cost(const std::vector<StreamTimeline>& timelines) {
+  std::array<std::vector<double>, kPhaseCount> gaps;
+  std::vector<double> all;
+  for (const StreamTimeline& t : timelines) {
+    const size_t n = std::min(t.calls.size(), t.compute.size());
+    for (size_t i = 0; i + 1 < n; ++i) {
+      if (t.calls[i + 1].phase != t.calls[i].phase) continue;
+      const double gap = t.compute[i + 1].start - t.compute[i].end;
+      if (!(gap > 0) || gap > kBackToBackGap) continue;
+      gaps[phase_index(t.calls[i].phase)].push_back(gap);
+      all.push_back(gap);
+    }
+  }
+  const double fallback = median_of(std::move(all)).value_or(0.0);
+  std::array<double, kPhaseCount> out{};
+  for (size_t p = 0; p < out.size(); ++p) {
+    out[p] = median_of(std::move(gaps[p])).value_or(fallback);
+  }
+  return out;
+}
+
 namespace {
 
 // Per (group, phase) in one run: the calls' summed spans and counts, alone, copying and all,
@@ -187,16 +234,20 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
     std::vector<double> alone_idle_share, copying_idle_share, all_idle_share;
   };
   std::vector<std::array<Runs, kPhaseCount>> per_run(groups);
+  const std::array<double, kPhaseCount> event = timing_event_cost(timelines);
   for (const StreamTimeline& t : timelines) {
     const std::vector<Span> copies = copies_in_order(t);
     std::vector<std::array<RunSums, kPhaseCount>> sums(groups);
     for (size_t i = 0; i < t.calls.size() && i < t.compute.size(); ++i) {
       const auto g = static_cast<size_t>(t.calls[i].group);
       if (g >= groups) continue;
-      RunSums& r = sums[g][phase_index(t.calls[i].phase)];
+      const size_t ph = phase_index(t.calls[i].phase);
+      RunSums& r = sums[g][ph];
       const Span& c = t.compute[i];
-      const double d = std::max(0.0, c.seconds());
-      const double cover = d > 0 ? copy_time_within(copies, c.start, c.end) / d : 0.0;
+      const double span = std::max(0.0, c.seconds());
+      const double cover = span > 0 ? copy_time_within(copies, c.start, c.end) / span : 0.0;
+      // The call's own time: its span holds one timing event's cost, the run without them none.
+      const double d = std::max(0.0, span - event[ph]);
       const bool idle = i == 0 || c.start - t.compute[i - 1].end > kBackToBackGap;
       r.all += d;
       r.cover += cover;
@@ -247,6 +298,7 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
     }
   }
   ExeSplit e;
+  e.event_s = event;
   for (PhaseTimesOfGroups* v :
        {&e.alone, &e.copying, &e.mean, &e.cover, &e.alone_b2b, &e.alone_idle, &e.alone_idle_share,
         &e.copying_idle_share, &e.mean_idle_share}) {
@@ -459,6 +511,16 @@ void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
   };
   set(HostStep::sampling, m.timed_sampling_s, m.host.sampling_s, m.host.sampling_copying_s);
   set(HostStep::euler, m.timed_euler_s, m.host.euler_s, m.host.euler_copying_s);
+  // Stage boundaries as the pipeline sees them, else as the sequential runs do.
+  const std::array<std::optional<double>, kPhaseCount> entry = stage_entry_gaps(m.timelines);
+  std::array<std::optional<double>, kPhaseCount> entry_alone{};
+  if (alone != nullptr) entry_alone = stage_entry_gaps(*alone);
+  for (size_t p = 0; p < entry.size(); ++p) {
+    const std::optional<double> gap = entry[p] ? entry[p] : entry_alone[p];
+    m.host.stage_entry_s[p].reset();
+    if (gap) m.host.stage_entry_s[p] = less_launch(*gap);
+  }
+  m.event_s = piped.event_s;
 }
 
 Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,

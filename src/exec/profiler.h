@@ -61,12 +61,31 @@ using PhaseTimesOfGroups = std::vector<std::array<std::optional<double>, kPhaseC
 // are short: `*_idle_share` is the share of a mean's calls that started idle, `alone_b2b` and
 // `alone_idle` split the alone calls by how they started.
 inline constexpr double kBackToBackGap = 3e-6;
+//
+// Every span is taken less its phase's timing event cost (timing_event_cost): the call's own
+// time, as it runs without the timeline.
 struct ExeSplit {
   PhaseTimesOfGroups alone, copying, mean, cover;
+  std::array<double, kPhaseCount> event_s{};  // what was taken off each span, per phase
   PhaseTimesOfGroups alone_b2b, alone_idle;
   PhaseTimesOfGroups alone_idle_share, copying_idle_share, mean_idle_share;
 };
 ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t groups);
+
+// What one timing event costs the compute engine, per phase: the median gap between two calls
+// of the phase back to back (over 0, at most kBackToBackGap), where nothing but the first call's
+// end event and the second's start event ran (about 1.3 us on the H200); a phase with no such gap
+// takes the median over all phases, 0 without any. A compute span runs from its start event to
+// its end event and so holds one event's cost that a run without the timeline does not have.
+std::array<double, kPhaseCount> timing_event_cost(const std::vector<StreamTimeline>& timelines);
+
+// The gap at each stage boundary (index: the phase entered), median over the timelines: from
+// the previous stage's last call's compute end to this stage's first call's compute start,
+// where that call did not wait for its copy. It holds the host step after the last call, the
+// executor's synchronize at the boundary and the next stage's setup (HostCosts::stage_entry_s
+// is it less one launch). host_step_gaps leaves boundaries out.
+std::array<std::optional<double>, kPhaseCount> stage_entry_gaps(
+    const std::vector<StreamTimeline>& timelines);
 
 // C_EXE per group and phase, alone and with a copy running, set together for every (group,
 // phase) the timelines call. `pipelined`: the profiled plan's own runs; `sequential`, if given:
@@ -129,6 +148,7 @@ struct CallMeasurements {
   std::vector<StreamTimeline> timelines;  // the timed runs, as recorded (`profile --timeline-out`)
   double timed_sampling_s = 0;            // the host timer's medians (synchronized, ungraphed gaps)
   double timed_euler_s = 0;
+  std::array<double, kPhaseCount> event_s{};  // the timing event cost taken off each span
 };
 
 // C_DMA as the pipeline sees it. A copy issued back to back with others while kernels run takes

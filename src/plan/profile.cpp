@@ -1,5 +1,6 @@
 #include "plan/profile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 
@@ -79,45 +80,6 @@ Result<std::string> read_string(const json& j, const std::string& where, bool al
   return s;
 }
 
-Result<HostCosts> read_host(const json& j) {
-  FERRY_RETURN_IF_ERROR(check_keys(j, "\"host\"", {"sampling_s", "euler_s", "launch_s"},
-                                   {"sampling_copying_s", "euler_copying_s"}));
-  HostCosts h;
-  FERRY_ASSIGN_OR_RETURN(h.sampling_s,
-                         read_number(j["sampling_s"], "host.sampling_s", 0, kMaxProfileSeconds));
-  FERRY_ASSIGN_OR_RETURN(h.euler_s,
-                         read_number(j["euler_s"], "host.euler_s", 0, kMaxProfileSeconds));
-  FERRY_ASSIGN_OR_RETURN(h.launch_s,
-                         read_number(j["launch_s"], "host.launch_s", 0, kMaxProfileSeconds));
-  for (auto [key, out] : {std::pair{"sampling_copying_s", &h.sampling_copying_s},
-                          std::pair{"euler_copying_s", &h.euler_copying_s}}) {
-    if (!j.contains(key)) continue;
-    FERRY_ASSIGN_OR_RETURN(double t,
-                           read_number(j[key], std::string("host.") + key, 0, kMaxProfileSeconds));
-    *out = t;
-  }
-  return h;
-}
-
-Result<ProfileWorkload> read_workload(const json& j) {
-  FERRY_RETURN_IF_ERROR(check_keys(
-      j, "\"workload\"", {},
-      {"num_images", "image_height", "image_width", "prompt_tokens", "gen_tokens", "flow_steps"}));
-  ProfileWorkload w;
-  auto field = [&](const char* key, int64_t& out, int64_t hi) -> Status {
-    if (!j.contains(key)) return {};
-    FERRY_ASSIGN_OR_RETURN(out, read_count(j[key], std::string("workload.") + key, hi));
-    return {};
-  };
-  FERRY_RETURN_IF_ERROR(field("num_images", w.num_images, kMaxImages));
-  FERRY_RETURN_IF_ERROR(field("image_height", w.image_height, kMaxImageSide));
-  FERRY_RETURN_IF_ERROR(field("image_width", w.image_width, kMaxImageSide));
-  FERRY_RETURN_IF_ERROR(field("prompt_tokens", w.prompt_tokens, kMaxSequence));
-  FERRY_RETURN_IF_ERROR(field("gen_tokens", w.gen_tokens, kMaxSequence));
-  FERRY_RETURN_IF_ERROR(field("flow_steps", w.flow_steps, kMaxFlowSteps));
-  return w;
-}
-
 // A group's seconds per phase (`key`: "exe_s" or "exe_copying_s"); with `only`, no phase that
 // `only` lacks.
 using PhaseTimes = std::array<std::optional<double>, kPhaseCount>;
@@ -147,6 +109,49 @@ ojson phase_times_json(const PhaseTimes& times, const PhaseTimes* only) {
     if (times[k] && (only == nullptr || (*only)[k])) out[phase_name(ph)] = *times[k];
   }
   return out;
+}
+
+Result<HostCosts> read_host(const json& j) {
+  FERRY_RETURN_IF_ERROR(check_keys(j, "\"host\"", {"sampling_s", "euler_s", "launch_s"},
+                                   {"sampling_copying_s", "euler_copying_s", "stage_entry_s"}));
+  HostCosts h;
+  FERRY_ASSIGN_OR_RETURN(h.sampling_s,
+                         read_number(j["sampling_s"], "host.sampling_s", 0, kMaxProfileSeconds));
+  FERRY_ASSIGN_OR_RETURN(h.euler_s,
+                         read_number(j["euler_s"], "host.euler_s", 0, kMaxProfileSeconds));
+  FERRY_ASSIGN_OR_RETURN(h.launch_s,
+                         read_number(j["launch_s"], "host.launch_s", 0, kMaxProfileSeconds));
+  for (auto [key, out] : {std::pair{"sampling_copying_s", &h.sampling_copying_s},
+                          std::pair{"euler_copying_s", &h.euler_copying_s}}) {
+    if (!j.contains(key)) continue;
+    FERRY_ASSIGN_OR_RETURN(double t,
+                           read_number(j[key], std::string("host.") + key, 0, kMaxProfileSeconds));
+    *out = t;
+  }
+  if (j.contains("stage_entry_s")) {
+    FERRY_ASSIGN_OR_RETURN(h.stage_entry_s, read_phase_times(j["stage_entry_s"], "\"host\"",
+                                                             "stage_entry_s", nullptr));
+  }
+  return h;
+}
+
+Result<ProfileWorkload> read_workload(const json& j) {
+  FERRY_RETURN_IF_ERROR(check_keys(
+      j, "\"workload\"", {},
+      {"num_images", "image_height", "image_width", "prompt_tokens", "gen_tokens", "flow_steps"}));
+  ProfileWorkload w;
+  auto field = [&](const char* key, int64_t& out, int64_t hi) -> Status {
+    if (!j.contains(key)) return {};
+    FERRY_ASSIGN_OR_RETURN(out, read_count(j[key], std::string("workload.") + key, hi));
+    return {};
+  };
+  FERRY_RETURN_IF_ERROR(field("num_images", w.num_images, kMaxImages));
+  FERRY_RETURN_IF_ERROR(field("image_height", w.image_height, kMaxImageSide));
+  FERRY_RETURN_IF_ERROR(field("image_width", w.image_width, kMaxImageSide));
+  FERRY_RETURN_IF_ERROR(field("prompt_tokens", w.prompt_tokens, kMaxSequence));
+  FERRY_RETURN_IF_ERROR(field("gen_tokens", w.gen_tokens, kMaxSequence));
+  FERRY_RETURN_IF_ERROR(field("flow_steps", w.flow_steps, kMaxFlowSteps));
+  return w;
 }
 
 // A group's optional times per phase, by their JSON key, in the order a file has them: each only
@@ -199,6 +204,10 @@ std::string profile_to_json(const Profile& p) {
                {"launch_s", p.host.launch_s}};
   if (p.host.sampling_copying_s) j["host"]["sampling_copying_s"] = *p.host.sampling_copying_s;
   if (p.host.euler_copying_s) j["host"]["euler_copying_s"] = *p.host.euler_copying_s;
+  if (std::any_of(p.host.stage_entry_s.begin(), p.host.stage_entry_s.end(),
+                  [](const auto& t) { return t.has_value(); })) {
+    j["host"]["stage_entry_s"] = phase_times_json(p.host.stage_entry_s, nullptr);
+  }
   if (p.workload) {
     const ProfileWorkload& w = *p.workload;
     j["workload"] = {{"num_images", w.num_images},   {"image_height", w.image_height},

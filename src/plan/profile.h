@@ -9,7 +9,8 @@
 //    "link": {"byte_path": "registered-mapping", "h2d_peak_bytes_per_s": 5.53e10},
 //    "compute": {"peak_flops": 7.9e14, "memory_bandwidth_bytes_per_s": 4.3e12},
 //    "host": {"sampling_s": 1.2e-4, "euler_s": 3e-5, "launch_s": 4e-6,
-//             "sampling_copying_s": 1.5e-4, "euler_copying_s": 3e-5},
+//             "sampling_copying_s": 1.5e-4, "euler_copying_s": 3e-5,
+//             "stage_entry_s": {"prefill": 1.1e-3, "decode": 9e-4, "expert": 1.2e-4}},
 //    "workload": {"num_images": 16, ..., "flow_steps": 10},
 //    "groups": [{"name": "text.layers.0.gate_up", "bytes": 201334784, "dma_s": 0.00364,
 //                "exe_s": {"prefill": 0.0052, "decode": 0.00023},
@@ -78,6 +79,12 @@ struct HostCosts {
   // absent: the same as alone.
   std::optional<double> sampling_copying_s;
   std::optional<double> euler_copying_s;
+  // Per phase (index phase_index(Phase)): the host's time between the previous stage's last call
+  // and this stage's first, less one launch. The executor synchronizes at every stage boundary
+  // and the next stage sets up its inputs, so the engine waits that long; it replaces the host
+  // step after the previous stage's last call (the sampling after prefill is part of it).
+  // Absent for a phase: that call's own host step, or none.
+  std::array<std::optional<double>, kPhaseCount> stage_entry_s;
 };
 
 // What the profile was measured with (C_EXE depends on it); informative, all optional.

@@ -14,6 +14,8 @@ const char* host_step_name(HostStep s) {
       return "sampling";
     case HostStep::euler:
       return "euler";
+    case HostStep::stage:
+      return "stage";
   }
   return "?";
 }
@@ -84,6 +86,16 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
         s.host_after_s[i] = profile.host.euler_s;
         s.host_after_copying_s[i] = profile.host.euler_copying_s.value_or(s.host_after_s[i]);
         break;
+      case HostStep::stage:
+        break;  // host_step_after never names it
+    }
+    // A stage boundary with a measured entry: the whole gap, the host step before it included.
+    if (i + 1 < calls.size() && calls[i + 1].phase != calls[i].phase) {
+      if (const auto& entry = profile.host.stage_entry_s[phase_index(calls[i + 1].phase)]) {
+        s.host_after[i] = HostStep::stage;
+        s.host_after_s[i] = *entry;
+        s.host_after_copying_s[i] = *entry;
+      }
     }
   }
   for (size_t g = 0; g < n; ++g) {

@@ -19,10 +19,13 @@
 
 namespace ferry {
 
-enum class HostStep : uint8_t { none, sampling, euler };
+// `stage`: a stage boundary whose gap the profile measured as a whole (HostCosts::stage_entry_s);
+// make_schedule sets it, host_step_after never returns it.
+enum class HostStep : uint8_t { none, sampling, euler, stage };
 const char* host_step_name(HostStep s);
 
-// The host step that follows calls[i] (none when i is out of range).
+// The model's host step that follows calls[i] (none when i is out of range): sampling after the
+// LM head's last call of a step, the Euler update after expert.out.
 HostStep host_step_after(const std::vector<Call>& calls, const ModelWeights& weights, size_t i);
 
 struct Schedule {

@@ -482,3 +482,47 @@ TEST(PlanPredictor, AnIdleStartAddsItsTimeOnlyAfterAWait) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// A stage boundary with a measured entry: the host waits for the stage's last call (the executor
+// synchronizes there) and spends the entry before the next stage's first call, in place of the
+// host step that call had (prefill's sampling); boundaries without one keep their own step.
+TEST(PlanPredictor, AStageEntryIsAHostStepAtTheBoundary) {
+  testing::ToyBuilder b(1e3);
+  const int v = b.group("vision.blocks.0", GroupKind::vision_block, 1000, 2.0);
+  const int l = b.group("text.layers.0", GroupKind::decoder_layer, 1000, 2.0);
+  const int h = b.group("text.head", GroupKind::lm_head, 1000, 2.0);
+  b.exe(v, Phase::vision, 1.0).exe(l, Phase::prefill, 1.0).exe(h, Phase::prefill, 1.0);
+  b.exe(l, Phase::decode, 0.5).exe(h, Phase::decode, 0.5);
+  b.step({v}, Phase::vision, 0).step({l, h}, Phase::prefill, 0).step({l, h}, Phase::decode, 0);
+  b.host(/*sampling*/ 0.25, 0, 0);
+  testing::Toy t = b.build();
+  Plan all;
+  all.placement.assign(3, Placement::resident);
+  all.slots = 0;
+  all.slot_bytes = 0;
+  // Without entries: vision runs straight into prefill, the sampling after prefill is 0.25.
+  auto plain = predict(t.weights, t.schedule(), all);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_DOUBLE_EQ(plain->total_s, 1.0 + 2.0 + 0.25 + 1.0 + 0.25);
+  t.profile.host.stage_entry_s[phase_index(Phase::prefill)] = 0.125;
+  t.profile.host.stage_entry_s[phase_index(Phase::decode)] = 0.5;  // sampling and setup
+  const Schedule s = t.schedule();
+  EXPECT_EQ(s.host_after[0], HostStep::stage);
+  EXPECT_EQ(s.host_after[2], HostStep::stage);
+  EXPECT_EQ(s.host_after[4], HostStep::sampling);  // the last call: no stage after it
+  std::vector<CallTiming> trace;
+  auto got = predict(t.weights, s, all, &trace);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_DOUBLE_EQ(trace[1].compute_start, 1.125);
+  EXPECT_DOUBLE_EQ(trace[3].compute_start, 1.125 + 2.0 + 0.5);
+  EXPECT_DOUBLE_EQ(got->total_s, 1.125 + 2.0 + 0.5 + 1.0 + 0.25);
+  // The entry is counted as host time of the stage it ends.
+  EXPECT_DOUBLE_EQ(got->phases[phase_index(Phase::vision)].host_s, 0.125);
+  EXPECT_DOUBLE_EQ(got->phases[phase_index(Phase::prefill)].host_s, 0.5);
+}
+
+}  // namespace
+}  // namespace ferry

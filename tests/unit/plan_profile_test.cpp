@@ -134,6 +134,35 @@ TEST(PlanProfile, MappedTimesRoundTripAndOnlyVersionThreeHasThem) {
   EXPECT_NE(old.error().message.find("exe_mapped_s"), std::string::npos) << old.error().message;
 }
 
+// The host's stage entries: kept per phase through the file, absent when not measured, checked
+// like every time.
+TEST(PlanProfile, StageEntriesRoundTripAndAreChecked) {
+  Toy t = small_toy();
+  t.profile.host.stage_entry_s[phase_index(Phase::decode)] = 9e-4;
+  t.profile.host.stage_entry_s[phase_index(Phase::expert)] = 1.2e-4;
+  const std::string text = profile_to_json(t.profile);
+  auto back = parse_profile(text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back.value().host.stage_entry_s, t.profile.host.stage_entry_s);
+  EXPECT_FALSE(back.value().host.stage_entry_s[phase_index(Phase::prefill)].has_value());
+  // None measured: no key written, none read.
+  EXPECT_EQ(toy_json().find("stage_entry_s"), std::string::npos);
+  auto none = parse_profile(toy_json());
+  ASSERT_TRUE(none.ok());
+  for (const auto& e : none.value().host.stage_entry_s) EXPECT_FALSE(e.has_value());
+  for (const auto& [why, value] :
+       std::vector<std::pair<std::string, nlohmann::json>>{{"negative", {{"decode", -1.0}}},
+                                                           {"unknown phase", {{"train", 1e-3}}},
+                                                           {"not an object", 1e-3},
+                                                           {"a string", {{"decode", "1ms"}}}}) {
+    const std::string bad = edited([&](auto& j) { j["host"]["stage_entry_s"] = value; });
+    auto p = parse_profile(bad);
+    ASSERT_FALSE(p.ok()) << why;
+    EXPECT_NE(p.error().message.find("stage_entry_s"), std::string::npos)
+        << why << ": " << p.error().message;
+  }
+}
+
 TEST(PlanProfile, HostileFilesAreRefusedWithTheReason) {
   struct Case {
     std::string why;
@@ -240,7 +269,7 @@ TEST(PlanProfile, EstimateFromTheCostModel) {
   rates.link_bytes_per_s = 50e9;
   rates.peak_flops = 5e14;
   rates.memory_bandwidth = 4e12;
-  rates.host = HostCosts{1e-4, 2e-5, 5e-6, {}, {}};
+  rates.host = HostCosts{1e-4, 2e-5, 5e-6, {}, {}, {}};
   auto p = estimate_profile(config.value(), weights.value(), calls.value(), ctx, rates);
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->source, "estimated");

@@ -201,3 +201,95 @@ TEST(ExeTimes, AnIdleStartIsTakenOffAndKeptPerClass) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// Timing events cost the engine: the gap between two calls back to back is one event's cost,
+// and each span holds one more, which C_EXE must not keep.
+TEST(ExeTimes, EachSpanLosesOneTimingEventsCost) {
+  ModelWeights w;
+  for (const char* name : {"text.layers.0.attn", "text.layers.1.attn"}) {
+    WeightGroup g;
+    g.name = name;
+    g.kind = GroupKind::decoder_layer;
+    g.bytes = 4096;
+    w.groups.push_back(g);
+  }
+  StreamTimeline t;
+  // Four decode calls back to back, 1 us apart (the events), then one after a 50 us wait; two
+  // prefill calls 2 us apart.
+  for (int g : {0, 1, 0, 1, 0}) t.calls.push_back(call_of(g));
+  t.compute = {{0, 10e-6}, {11e-6, 21e-6}, {22e-6, 32e-6}, {33e-6, 43e-6}, {93e-6, 103e-6}};
+  Call p0 = call_of(0), p1 = call_of(1);
+  p0.phase = p1.phase = Phase::prefill;
+  t.calls.push_back(p0);
+  t.calls.push_back(p1);
+  t.compute.push_back({200e-6, 300e-6});
+  t.compute.push_back({302e-6, 402e-6});
+  t.copy_of.assign(t.calls.size(), -1);
+  const auto cost = timing_event_cost({t});
+  EXPECT_NEAR(cost[phase_index(Phase::decode)], 1e-6, 1e-12);
+  EXPECT_NEAR(cost[phase_index(Phase::prefill)], 2e-6, 1e-12);
+  // A phase without such a gap takes the median over all: gaps 1, 1, 1, 2 us.
+  EXPECT_NEAR(cost[phase_index(Phase::vision)], 1e-6, 1e-12);
+  const ExeSplit split = split_exe_times({t}, w.groups.size());
+  const size_t d = phase_index(Phase::decode), p = phase_index(Phase::prefill);
+  EXPECT_NEAR(split.event_s[d], 1e-6, 1e-12);
+  ASSERT_TRUE(split.mean[0][d].has_value());
+  EXPECT_NEAR(*split.mean[0][d], 9e-6, 1e-12);
+  EXPECT_NEAR(*split.alone_b2b[1][d], 9e-6, 1e-12);
+  EXPECT_NEAR(*split.mean[1][p], 98e-6, 1e-12);
+  // No timeline: nothing to take off.
+  EXPECT_EQ(timing_event_cost({})[d], 0.0);
+}
+
+// Stage boundaries are measured whole, where the first call did not wait for its copy, and
+// stay out of the host steps' gaps.
+TEST(HostStepGaps, StageBoundariesAreMeasuredApart) {
+  ModelWeights w;
+  WeightGroup vit, layer, head;
+  vit.name = "vision.blocks.0";
+  vit.kind = GroupKind::vision_block;
+  layer.name = "text.layers.0";
+  layer.kind = GroupKind::decoder_layer;
+  head.name = "text.head";
+  head.kind = GroupKind::lm_head;
+  w.groups = {vit, layer, head};
+  auto at = [](int g, Phase ph, int step) {
+    Call c;
+    c.group = g;
+    c.phase = ph;
+    c.step = step;
+    return c;
+  };
+  auto timeline = [&](double vision_to_prefill, double prefill_to_decode) {
+    StreamTimeline t;
+    t.calls = {at(0, Phase::vision, 0), at(1, Phase::prefill, 0), at(2, Phase::prefill, 0),
+               at(1, Phase::decode, 0), at(2, Phase::decode, 0),  at(1, Phase::decode, 1),
+               at(2, Phase::decode, 1)};
+    const double a = 1.0 + vision_to_prefill;
+    const double b = a + 2.0 + prefill_to_decode;
+    t.compute = {{0, 1},         {a, a + 1},         {a + 1, a + 2},    {b, b + 1},
+                 {b + 1, b + 2}, {b + 2.5, b + 3.5}, {b + 3.5, b + 4.5}};
+    t.copy_of.assign(t.calls.size(), -1);
+    return t;
+  };
+  StreamTimeline waited = timeline(9.0, 7.0);
+  // Here the first prefill call waited for its copy: that boundary is not the host's alone.
+  waited.copy_of[1] = 0;
+  waited.copies = {{0.5, 9.5}};
+  const auto entry = stage_entry_gaps({timeline(0.25, 3.0), timeline(0.75, 5.0), waited});
+  ASSERT_TRUE(entry[phase_index(Phase::prefill)].has_value());
+  EXPECT_NEAR(*entry[phase_index(Phase::prefill)], 0.5, 1e-12);  // 0.25, 0.75
+  EXPECT_NEAR(*entry[phase_index(Phase::decode)], 5.0, 1e-12);   // 3, 5, 7
+  EXPECT_FALSE(entry[phase_index(Phase::vision)].has_value());
+  EXPECT_FALSE(entry[phase_index(Phase::expert)].has_value());
+  // The sampling gap is the one inside decode (0.5); the boundary's 3-7 stay out of it.
+  const auto gaps = host_step_gaps({timeline(0.25, 3.0)}, w);
+  ASSERT_TRUE(gaps[static_cast<size_t>(HostStep::sampling)].any.has_value());
+  EXPECT_NEAR(*gaps[static_cast<size_t>(HostStep::sampling)].any, 0.5, 1e-12);
+}
+
+}  // namespace
+}  // namespace ferry
