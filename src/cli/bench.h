@@ -28,8 +28,9 @@ struct BenchArgs {
   bool graphs = true;
   bool op_profile = false;
   int op_profile_top = 15;
-  bool timeline = true;  // one more run with timing events when weights stream
-  std::string sweep;     // "auto" or a list of budgets; empty: one session
+  bool timeline = true;      // one more run with timing events when weights stream
+  std::string timeline_out;  // write that run's every call and copy here (JSON), resident or not
+  std::string sweep;         // "auto" or a list of budgets; empty: one session
   int sweep_points = 12;
   std::string plot;
   SessionArgs session;
@@ -51,6 +52,13 @@ TimedRuns time_runs(Session& session, const BenchArgs& a, const Checkpoint& chec
 // One more run with the streaming provider's timeline on (what the copy engine did); nullopt
 // when nothing is streamed.
 std::optional<TimelineSummary> timeline_run(Session& session, const Checkpoint& checkpoint);
+
+// One run with the timeline on, whatever the plan (all resident too), written to `path` as JSON:
+// per call its phase, step, group, compute span and copy span, and the run's host-clock stage
+// times beside them, so that where a stage's time goes between the calls can be read off
+// (scripts/timeline_gaps.py). Returns the run's summary.
+TimelineSummary dump_timeline(Session& session, const Checkpoint& checkpoint,
+                              const ModelWeights& weights, const std::string& path);
 
 // `ferry bench --sweep`: one session per budget, in one process (bench_sweep.cpp).
 // Each session gets a backend of its own (a budget is reserved once per backend); `limits` were

@@ -32,6 +32,7 @@
 #include "exec/profiling_provider.h"
 #include "exec/session.h"
 #include "exec/start_times.h"
+#include "format/atomic_write.h"
 #include "format/config_json.h"
 #include "format/safetensors.h"
 #include "model/call_sequence.h"
@@ -98,6 +99,49 @@ std::optional<TimelineSummary> timeline_run(Session& session, const Checkpoint& 
   Result<StreamTimeline> t = r.ok() ? streaming.timeline() : Result<StreamTimeline>(r.error());
   streaming.set_timeline(false);
   return summarize_timeline(kBenchReport.check(std::move(t)));
+}
+
+TimelineSummary dump_timeline(Session& session, const Checkpoint& checkpoint,
+                              const ModelWeights& weights, const std::string& path) {
+  StreamingProvider& streaming = session.streaming_provider();
+  if (!streaming.records_timelines()) {
+    kBenchReport.fail("--timeline-out: the bounce path records no timeline");
+  }
+  streaming.set_timeline(true);
+  Result<InferenceResult> r = name_damage(session.run(), checkpoint);
+  Result<StreamTimeline> t = r.ok() ? streaming.timeline() : Result<StreamTimeline>(r.error());
+  streaming.set_timeline(false);
+  const StreamTimeline timeline = kBenchReport.check(std::move(t));
+  const InferenceResult& run = r.value();
+  nlohmann::ordered_json j;
+  j["format"] = "ferry-timeline";
+  j["origin"] = "seconds from an event recorded on the compute stream before the first copy";
+  for (size_t p = 0; p < 4; ++p) {
+    j["stage_wall_s"][phase_name(static_cast<Phase>(p))] = run.times.seconds[p];
+  }
+  j["total_wall_s"] = run.times.total_seconds;
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < timeline.calls.size(); ++i) {
+    const Call& c = timeline.calls[i];
+    nlohmann::ordered_json e;
+    e["phase"] = phase_name(c.phase);
+    e["step"] = c.step;
+    e["group"] = weights.groups[static_cast<size_t>(c.group)].name;
+    e["start"] = timeline.compute[i].start;
+    e["end"] = timeline.compute[i].end;
+    const int64_t k = timeline.copy_of[i];
+    if (k >= 0) {
+      const auto u = static_cast<size_t>(k);
+      e["copy_start"] = timeline.copies[u].start;
+      e["copy_end"] = timeline.copies[u].end;
+      e["copy_bytes"] = timeline.copy_bytes[u];
+    }
+    calls.push_back(std::move(e));
+  }
+  j["calls"] = std::move(calls);
+  const Status written = write_file_atomic(path, j.dump(1) + "\n");
+  if (!written.ok()) kBenchReport.fail("--timeline-out: " + written.error().message);
+  return summarize_timeline(timeline);
 }
 
 namespace {
@@ -171,6 +215,9 @@ void bench(const BenchArgs& a) {
   }
   if (!a.sweep.empty() && a.op_profile) report.fail("--op-profile and --sweep: one at a time");
   if (a.sweep.empty() && !a.plot.empty()) report.fail("--plot draws the curve of --sweep");
+  if (!a.sweep.empty() && !a.timeline_out.empty()) {
+    report.fail("--timeline-out and --sweep: one at a time");
+  }
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   const bool say = !a.json && !a.quiet;
@@ -218,7 +265,11 @@ void bench(const BenchArgs& a) {
   // What the copy engine did, from timing events in one more run (not in the timed ones).
   std::optional<TimelineSummary> timeline;
   // None through the bounce ring (the JSON then has no "streams").
-  if (a.timeline && session->streaming_provider().records_timelines()) {
+  if (!a.timeline_out.empty()) {
+    if (say) std::fprintf(stderr, "bench: one more run with timing events, written out...\n");
+    TimelineSummary dumped = dump_timeline(*session, m.checkpoint, weights, a.timeline_out);
+    if (session->plan().slots > 0) timeline = dumped;
+  } else if (a.timeline && session->streaming_provider().records_timelines()) {
     if (say && session->plan().slots > 0) {
       std::fprintf(stderr, "bench: one more run with timing events on both streams...\n");
     }
@@ -304,6 +355,7 @@ void bench(const BenchArgs& a) {
       j["prediction_on_path"] = prediction_json(planned.on_path->prediction);
       j["prediction_on_path"]["copy_bytes_per_s"] = planned.on_path->bytes_per_s;
     }
+    if (planned.link_check) j["link_check"] = link_check_json(*planned.link_check);
     if (planned.bound) j["lower_bound"] = bound_json(*planned.bound);
     if (timeline) j["streams"] = timeline_json(*timeline);
     j["host_path"] = session->tier().how();
@@ -420,6 +472,13 @@ void bench(const BenchArgs& a) {
         "\npredicted %.4f s (%+.2f%% of measured) with copies at this host path's %.2f GB/s", t,
         total > 0 ? 100.0 * (t - total) / total : 0.0, planned.on_path->bytes_per_s / 1e9);
   }
+  if (planned.link_check) {
+    const double t = planned.link_check->prediction.total_s;
+    std::printf(
+        "\npredicted %.4f s (%+.2f%% of measured) with the link as found at open (copies %.3fx "
+        "the profile's)",
+        t, total > 0 ? 100.0 * (t - total) / total : 0.0, planned.link_check->factor);
+  }
   std::printf("\nlink busy: %s\n", timeline
                                        ? "copy-engine busy time from timing events / stage time"
                                        : "streamed bytes / measured link peak / stage time");
@@ -458,6 +517,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("!--no-timeline", args->timeline,
                 "No extra run with timing events on the copy and compute streams when weights "
                 "stream (the copy engine's busy time and overlap are then not measured)");
+  cmd->add_option("--timeline-out", args->timeline_out,
+                  "Write one more run's timeline here (JSON; every call's compute span and copy "
+                  "span, resident or streamed, with the run's stage times), for "
+                  "scripts/timeline_gaps.py")
+      ->check(not_empty());
   cmd->add_option("--sweep", args->sweep,
                   "Measure the VRAM-latency curve, one session per budget: a list of budgets "
                   "(8GiB,12GiB,...) or auto (the smallest working budget to all-resident)")

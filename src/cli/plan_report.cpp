@@ -20,6 +20,16 @@ double gib(uint64_t bytes) {
 
 }  // namespace
 
+nlohmann::ordered_json link_check_json(const SessionPlan::LinkCheck& c) {
+  nlohmann::ordered_json j;
+  j["factor"] = c.factor;
+  j["sample_bytes"] = c.bytes;
+  j["sample_groups"] = c.groups;
+  j["passes"] = c.passes;
+  j["prediction"] = prediction_json(c.prediction);
+  return j;
+}
+
 nlohmann::ordered_json prediction_json(const Prediction& p) {
   nlohmann::ordered_json j;
   j["total_s"] = p.total_s;
@@ -94,6 +104,9 @@ void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelW
   std::fprintf(out, "%10s %10s %10s %6s %10s %10s %9s", "budget", "weights", "resident", "slots",
                "predicted", "T_lb", "link GB");
   if (measured) std::fprintf(out, " %10s %8s %8s", "measured", "err", "vs T_lb");
+  const bool checked = std::any_of(rows.begin(), rows.end(),
+                                   [](const SweepRow& r) { return r.checked_s.has_value(); });
+  if (checked) std::fprintf(out, " %10s %8s", "checked", "err");
   std::fprintf(out, "\n");
   for (const SweepRow& r : rows) {
     std::fprintf(out, "%10s %10s %10s %6d %9.4fs %9.4fs %9.2f", binary_bytes(r.vram).c_str(),
@@ -104,6 +117,11 @@ void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelW
       const double m = *r.measured_s;
       std::fprintf(out, " %9.4fs %+7.2f%% %7.3fx", m, m > 0 ? 100.0 * (r.predicted_s - m) / m : 0,
                    r.bound_s > 0 ? m / r.bound_s : 0.0);
+    }
+    if (checked) {
+      const double c = r.checked_s.value_or(r.predicted_s);
+      const double m = r.measured_s.value_or(0);
+      std::fprintf(out, " %9.4fs %+7.2f%%", c, m > 0 ? 100.0 * (c - m) / m : 0);
     }
     std::fprintf(out, "%s\n", r.carried ? "  (plan of the budget before)" : "");
   }
@@ -131,10 +149,18 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const Model
       j["measured_vs_bound"] = r.bound_s > 0 ? *r.measured_s / r.bound_s : 0.0;
     }
     if (r.measured_link) j["measured_link_bytes"] = *r.measured_link;
+    if (r.checked_s) {
+      j["link_factor"] = r.link_factor.value_or(1.0);
+      j["checked_s"] = *r.checked_s;
+      if (r.measured_s && *r.measured_s > 0) {
+        j["error_checked"] = (*r.checked_s - *r.measured_s) / *r.measured_s;
+      }
+    }
     nlohmann::ordered_json stages;
     for (size_t ph = 0; ph < r.predicted_phase_s.size(); ++ph) {
       nlohmann::ordered_json s;
       s["predicted_s"] = r.predicted_phase_s[ph];
+      if (r.checked_s) s["checked_s"] = r.checked_phase_s[ph];
       if (r.measured_phase_s) s["measured_s"] = (*r.measured_phase_s)[ph];
       stages[phase_name(static_cast<Phase>(ph))] = std::move(s);
     }

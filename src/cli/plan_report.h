@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/session_plan.h"
 #include "plan/lower_bound.h"
 #include "plan/plan.h"
 #include "plan/predictor.h"
@@ -19,6 +20,8 @@ namespace ferry::cli {
 
 nlohmann::ordered_json prediction_json(const Prediction& p);
 nlohmann::ordered_json bound_json(const LowerBound& b);
+// A session's link check: its factor, sample and the prediction it gives.
+nlohmann::ordered_json link_check_json(const SessionPlan::LinkCheck& c);
 
 // "predicted  1.234 s, T_lb 1.100 s (...)" and one line per stage.
 void print_prediction(std::FILE* out, const Prediction& p, const std::optional<LowerBound>& bound);
@@ -37,6 +40,11 @@ struct SweepRow {
   std::optional<double> measured_link;        // bench: bytes over the link per inference
   std::array<double, 4> predicted_phase_s{};  // by Phase: the prediction's wall time per stage
   std::optional<std::array<double, 4>> measured_phase_s;  // bench: each stage's median
+  // bench: the session's link check (SessionPlan::link_check): its factor and the prediction
+  // with C_DMA scaled by it.
+  std::optional<double> link_factor;
+  std::optional<double> checked_s;
+  std::array<double, 4> checked_phase_s{};
 };
 
 void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelWeights& weights);

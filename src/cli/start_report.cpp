@@ -27,6 +27,7 @@ nlohmann::ordered_json start_json(const StartTimes& t) {
   j["upload_bytes"] = t.upload_bytes;
   j["register_wait_s"] = t.register_wait_s;
   j["slots_s"] = t.slots_s;
+  j["link_check_s"] = t.link_check_s;
   j["fallback_s"] = t.fallback_s;
   j["runner_s"] = t.runner_s;
   j["open_s"] = t.open_s;
@@ -72,6 +73,7 @@ std::string start_text(const StartTimes& t) {
   s += buf;
   add("registration wait", t.register_wait_s);
   add("slots", t.slots_s);
+  add("link check", t.link_check_s);
   if (t.fallback_s > 0) add("fallback", t.fallback_s);
   add("runner", t.runner_s);
   add("other", t.other_s());

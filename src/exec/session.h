@@ -68,6 +68,8 @@ class Session {
 
  private:
   Session() = default;
+  // Fills planned_.link_check (SessionOptions::link_check).
+  Status check_link(const ModelWeights& weights);
   Backend* backend_ = nullptr;
   const Checkpoint* checkpoint_ = nullptr;
   SessionPlan planned_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "core/units.h"
@@ -342,6 +343,38 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
       latency_lower_bound(ctx.schedule, weight_room, true, planner.lent_bytes);
   if (bound.ok()) sp.bound = *bound;
   return sp;
+}
+
+Schedule with_copy_scale(Schedule schedule, double factor) {
+  if (!(factor > 0) || !std::isfinite(factor)) return schedule;
+  for (double& t : schedule.dma_s) t *= factor;
+  schedule.link_bytes_per_s /= factor;
+  return schedule;
+}
+
+std::vector<size_t> link_check_sample(const ModelWeights& weights, const Plan& plan,
+                                      uint64_t target_bytes, size_t max_groups) {
+  std::vector<size_t> streamed;
+  for (size_t g = 0; g < weights.groups.size() && g < plan.placement.size(); ++g) {
+    if (plan.placement[g] == Placement::streamed) streamed.push_back(g);
+  }
+  uint64_t total = 0;
+  for (size_t g : streamed) total += weights.groups[g].bytes;
+  // Every k-th group, k chosen so the sample's share of the streamed bytes is about
+  // target / total (one group at least, max_groups at most).
+  size_t want = streamed.size();
+  if (total > target_bytes && total > 0) {
+    want = static_cast<size_t>(
+        std::ceil(static_cast<double>(streamed.size()) * static_cast<double>(target_bytes) /
+                  static_cast<double>(total)));
+  }
+  want = std::min(want, max_groups);
+  if (want == 0 && !streamed.empty() && max_groups > 0) want = 1;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < want; ++i) {
+    out.push_back(streamed[i * streamed.size() / want]);
+  }
+  return out;
 }
 
 Schedule with_copy_rate(Schedule schedule, double bytes_per_s) {

@@ -84,6 +84,9 @@ struct SessionOptions {
   RegistrationOptions registration{uint64_t{256} << 20, 1};
   StreamingOptions streaming;
   InferenceOptions inference;
+  // Time a sample of the streamed groups' copies once the resident groups are in, and price the
+  // plan again with the profile's C_DMA scaled to them (SessionPlan::link_check).
+  bool link_check = true;
 };
 
 // The device memory of a session, added up before anything is allocated.
@@ -191,7 +194,29 @@ struct SessionPlan {
     Prediction prediction;
   };
   std::optional<OnPath> on_path;
+  // The link as the session found it (Session::open, a plan that streams, any path but the
+  // bounce ring's): a
+  // sample of the streamed groups copied back to back into the slots, against the profile's
+  // C_DMA of the same groups. The host link's rate moves between processes (on the H200 by up
+  // to 2-4% between machines and processes) and a profile is measured in one; `prediction` is
+  // the plan priced with every C_DMA scaled by `factor` (the plan itself is the profile's).
+  struct LinkCheck {
+    double factor = 1;      // median over passes of Σ measured / Σ profile C_DMA of the sample
+    uint64_t bytes = 0;     // the sample's bytes (one pass)
+    size_t groups = 0;      // the sample's groups
+    int passes = 0;         // timed passes
+    Prediction prediction;  // the plan with C_DMA × factor
+  };
+  std::optional<LinkCheck> link_check;
 };
+
+// `schedule` with every C_DMA times `factor` (and the link's rate over it).
+Schedule with_copy_scale(Schedule schedule, double factor);
+
+// The groups a link check times: streamed groups spread evenly over the plan's streamed list (in
+// model order), at most `max_groups`, until their bytes reach `target_bytes`.
+std::vector<size_t> link_check_sample(const ModelWeights& weights, const Plan& plan,
+                                      uint64_t target_bytes, size_t max_groups);
 
 // `schedule` with every C_DMA at least bytes / `bytes_per_s`: copies through a host path slower
 // than the profile's link.

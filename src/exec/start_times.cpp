@@ -72,6 +72,7 @@ void StartTimes::take_session(const StartTimes& s) {
   upload_bytes = s.upload_bytes;
   register_wait_s = s.register_wait_s;
   slots_s = s.slots_s;
+  link_check_s = s.link_check_s;
   fallback_s = s.fallback_s;
   runner_s = s.runner_s;
   open_s = s.open_s;

@@ -37,6 +37,7 @@ struct StartTimes {
   uint64_t upload_bytes = 0;     // the resident groups' bytes
   double register_wait_s = 0.0;  // after the upload: waiting for the rest of the registration
   double slots_s = 0.0;          // copy lists, the slot ring, the host path's rate probe
+  double link_check_s = 0.0;     // the link check (SessionPlan::link_check)
   double fallback_s = 0.0;  // a registration refused part-way: the attempt, release, replanning
   double runner_s = 0.0;    // activation buffers, KV cache, page-locked inputs
   double open_s = 0.0;

@@ -110,6 +110,14 @@ class StreamingProvider final : public GroupProvider {
   const StreamingStats& stats() const { return stats_; }
   const Plan& plan() const { return plan_; }
 
+  // The link as this process sees it now: `groups` (streamed ones) copied back to back into the
+  // slots in turn, as the ring does, on the copy stream (sequential mode: `stream`), a timing
+  // event between each two; one untimed pass, then `passes` timed. Per pass, the seconds of each
+  // group's copy. Registered path only (the bounce ring's worker enqueues its own copies): an
+  // error otherwise, or when a group is not streamed. Synchronizes.
+  Result<std::vector<std::vector<double>>> time_copies(Stream& stream,
+                                                       std::span<const size_t> groups, int passes);
+
   // Records the timeline of the inferences that begin from now on (events are made at the next
   // begin()); false stops recording.
   void set_timeline(bool on) { timeline_on_ = on; }
@@ -184,8 +192,9 @@ class StreamingProvider final : public GroupProvider {
   // The call sequence being executed, its copies, and where execution stands in it.
   std::vector<Call> calls_;
   CopyOrder order_;
-  size_t next_call_ = 0;  // the call acquire expects next
-  size_t issued_ = 0;     // copies enqueued (index into order_.items)
+  bool order_built_ = false;  // order_ and after_event_ are those of calls_
+  size_t next_call_ = 0;      // the call acquire expects next
+  size_t issued_ = 0;         // copies enqueued (index into order_.items)
   StreamingStats stats_;
 };
 

@@ -162,6 +162,79 @@ TEST(PlannerSessionOptions, ModeSlotsAndProfile) {
   EXPECT_TRUE(again.ok()) << again.error().to_string();
 }
 
+// The link check: a session that streams times a sample of its streamed groups' copies and
+// prices its plan again with the profile's C_DMA scaled to them; a profile whose link is a
+// thousand times too slow is found out. The check's copies into the slots change no output.
+TEST(PlannerSessionOptions, TheLinkCheckScalesThePredictionToTheLinkFound) {
+  TinyCheckpoint m("alpamayo-tiny", "plansession");
+  auto want = m.run(base_options());
+  ASSERT_TRUE(want.ok()) << want.error().to_string();
+  auto backend = create_cpu_backend();
+  auto ctx = planning_context(*backend, m.config(), m.weights(), m.workload(), base_options(), 0,
+                              /*in_place=*/true);
+  ASSERT_TRUE(ctx.ok());
+  const std::vector<uint64_t> budgets =
+      sweep_weight_budgets(ctx->schedule, /*allow_sequential=*/false, 5);
+  SessionOptions o = base_options();
+  o.vram = ctx->fixed_bytes() + budgets[1];
+  Profile slow = ctx->profile;
+  slow.source = "measured";
+  for (GroupProfile& g : slow.groups) g.dma_s *= 1000;
+  slow.link_bytes_per_s /= 1000;
+  o.plan.profile = slow;
+  auto b = create_cpu_backend(testing::hostile_streams());
+  auto s = m.open(*b, o);
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  const SessionPlan& sp = (*s)->planned();
+  ASSERT_GT(sp.plan.slots, 0);
+  ASSERT_TRUE(sp.link_check.has_value());
+  const SessionPlan::LinkCheck& c = *sp.link_check;
+  EXPECT_EQ(c.passes, 3);
+  EXPECT_GE(c.groups, 1u);
+  EXPECT_LE(c.groups, 16u);
+  EXPECT_GT(c.bytes, 0u);
+  EXPECT_GT(c.factor, 0.0);
+  EXPECT_LT(c.factor, 0.1) << "the copies ran far faster than the profile said";
+  auto again = predict(m.weights(), with_copy_scale(sp.schedule, c.factor), sp.plan);
+  ASSERT_TRUE(again.ok());
+  EXPECT_DOUBLE_EQ(c.prediction.total_s, again->total_s);
+  EXPECT_LT(c.prediction.total_s, sp.prediction.total_s);
+  auto got = (*s)->run();
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  testing::expect_same(*got, *want, "after the link check");
+
+  o.link_check = false;
+  auto b2 = create_cpu_backend();  // a session refers to its backend: these outlive them
+  auto unchecked = m.open(*b2, o);
+  ASSERT_TRUE(unchecked.ok());
+  EXPECT_FALSE((*unchecked)->planned().link_check.has_value());
+  SessionOptions resident = base_options();
+  auto b3 = create_cpu_backend();
+  auto all = m.open(*b3, resident);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)->planned().plan.slots, 0);
+  EXPECT_FALSE((*all)->planned().link_check.has_value()) << "nothing streams: nothing to check";
+}
+
+TEST(PlannerSessionOptions, TheLinkCheckSampleSpreadsOverTheStreamedGroups) {
+  ModelWeights w;
+  Plan p;
+  for (int i = 0; i < 10; ++i) {
+    WeightGroup g;
+    g.name = "text.layers." + std::to_string(i);
+    g.bytes = 100;
+    w.groups.push_back(g);
+    p.placement.push_back(i % 5 == 0 ? Placement::resident : Placement::streamed);
+  }
+  // Streamed: 1-4, 6-9 (800 bytes). 300 bytes wanted: 3 groups, spread.
+  EXPECT_EQ(link_check_sample(w, p, 300, 16), (std::vector<size_t>{1, 3, 7}));
+  EXPECT_EQ(link_check_sample(w, p, 10'000, 16), (std::vector<size_t>{1, 2, 3, 4, 6, 7, 8, 9}));
+  EXPECT_EQ(link_check_sample(w, p, 10'000, 2), (std::vector<size_t>{1, 6}));
+  EXPECT_EQ(link_check_sample(w, p, 1, 16), (std::vector<size_t>{1}));
+  p.placement.assign(10, Placement::resident);
+  EXPECT_TRUE(link_check_sample(w, p, 300, 16).empty());
+}
+
 TEST(PlannerSessionOptions, AutomaticBudgetOnTheCpu) {
   auto backend = create_cpu_backend();
   const std::optional<uint64_t> free = backend->device_free_bytes();
