@@ -817,6 +817,76 @@ stage_session8c() {
   cp "$LOGS/bench_idle_ar1.log" "$OUT/bench_idle_ar1.json" 2>/dev/null
 }
 
+# Session 9, first call (issue 9): where the stages' time goes between the calls (timeline dumps,
+# all resident and at 15 and 8 GiB, read by scripts/timeline_gaps.py), and --thorough-search
+# against the default search at 15 and 8 GiB, every plan from the committed profile.
+stage_session9a() {
+  local m="$models/alpamayo-r1-10b" p=bench/profiles/h200-alpamayo-r1-10b-2026-12-02b.profile.json
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step tl_resident_ar1 200 "$build/ferry" bench --model "$m" --runs 5 --warmup 1 --json --quiet \
+    --timeline-out "$OUT/tl_resident_ar1.json"
+  local v
+  for v in 15GiB 8GiB; do
+    step "tl_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$p" --runs 3 \
+      --warmup 1 --json --quiet --timeline-out "$OUT/tl_${v}_ar1.json"
+    step "thorough_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$p" \
+      --runs 3 --warmup 1 --json --quiet --thorough-search
+  done
+  cp "$LOGS"/tl_*_ar1.log "$LOGS"/thorough_*_ar1.log "$OUT/" 2>/dev/null
+}
+
+# Session 9, second call (issue 9): a profile with the timing events' cost taken off every span
+# and the stage entries measured, the all-resident run's timeline beside it, then the 12-budget
+# sweep with the link check at every session's open (JSON: predicted and checked).
+stage_session9b() {
+  local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_9.profile.json"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step profile_9_ar1 300 "$build/ferry" profile --model "$m" --vram 15GiB --out "$p" \
+    --runs 5 --quiet --json --no-map-pass
+  cp "$p" "$OUT/" 2>/dev/null
+  step tl9_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 5 --warmup 1 \
+    --json --quiet --timeline-out "$LOGS/tl9_resident_ar1.json"
+  sweep9 "$p" sweep_9_ar1
+}
+sweep9() {  # sweep9 PROFILE NAME: the 12-budget sweep, warm-up + median of 3
+  step "$2" 560 "$build/ferry" bench --model "$models/alpamayo-r1-10b" --profile "$1" --runs 3 \
+    --warmup 1 --sweep auto --sweep-points 12 --json --quiet --plot "$LOGS/$2.svg"
+  cp "$LOGS/$2.log" "$OUT/$2.json" 2>/dev/null
+}
+# Session 9, third call: the same profile's sweep on another machine start (another process).
+stage_session9c() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  sweep9 "${FERRY_PREBUILT:-.gpu}/ar1_9.profile.json" sweep_9c_ar1
+}
+
+# Session 9, fourth call: the same profile's sweep again with the copy order kept between
+# inferences (StreamingProvider::begin), one bench at 20.80 GiB with its timeline beside it.
+stage_session9d() {
+  local m="$models/alpamayo-r1-10b" p="${FERRY_PREBUILT:-.gpu}/ar1_9.profile.json"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  sweep9 "$p" sweep_9d_ar1
+  step tl9_top_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 3 --warmup 1 \
+    --vram 22330759212 --json --quiet --timeline-out "$LOGS/tl9_top_ar1.json"
+}
+# Session 9, fifth call: Qwen3-8B, a fresh profile (no map pass) and the 12-budget sweep.
+stage_session9e() {
+  planned_profile qwen3-8b 8b "${qwen_workload[@]}" --no-map-pass
+  step sweep_9e_8b 480 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
+    --sweep-points 12 --profile "$LOGS/8b.profile.json" --runs 1 --warmup 1 --quiet --json \
+    "${qwen_workload[@]}"
+  cp "$LOGS/sweep_9e_8b.log" "$OUT/sweep_9e_8b.json" 2>/dev/null
+}
+
+# Session 9, sixth call (the fifth was cut off): Qwen3-8B, a fresh profile and four budgets of
+# the eighth session's sweep (its top three and one link-bound), warm-up + 1 run each.
+stage_session9f() {
+  planned_profile qwen3-8b 8b "${qwen_workload[@]}" --no-map-pass
+  step sweep_9f_8b 300 "$build/ferry" bench --model "$models/qwen3-8b" \
+    --sweep 9.92GiB,12.45GiB,13.72GiB,14.98GiB --profile "$LOGS/8b.profile.json" --runs 1 \
+    --warmup 1 --quiet --json "${qwen_workload[@]}"
+  cp "$LOGS/sweep_9f_8b.log" "$OUT/sweep_9f_8b.json" 2>/dev/null
+}
+
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
 # cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
 # at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and
