@@ -887,6 +887,31 @@ stage_session9f() {
   cp "$LOGS/sweep_9f_8b.log" "$OUT/sweep_9f_8b.json" 2>/dev/null
 }
 
+# Session 9, seventh call: the top three budgets of the sweep again, each with its timeline
+# written out (vision ran 1-2 ms over its prediction there when something streamed).
+stage_session9g() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step sweep_9g_ar1 300 "$build/ferry" bench --model "$models/alpamayo-r1-10b" \
+    --profile "${FERRY_PREBUILT:-.gpu}/ar1_9.profile.json" --runs 3 --warmup 1 \
+    --sweep 16690690860,20450736428,22330759212 --json --quiet --timeline-out "$LOGS/tl9g"
+  cp "$LOGS/sweep_9g_ar1.log" "$OUT/sweep_9g_ar1.json" 2>/dev/null
+}
+
+# Session 9, eighth call: a profile whose second pass also runs beside background copies (the
+# last resort for calls no copy overlapped: vision.patch, which uploads the pixels), then the
+# top three budgets and 10.29 GiB with their timelines.
+stage_session9h() {
+  local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_9h.profile.json"
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step profile_9h_ar1 200 "$build/ferry" profile --model "$m" --vram 15GiB --out "$p" \
+    --runs 5 --quiet --json --no-map-pass
+  cp "$p" "$OUT/" 2>/dev/null
+  step sweep_9h_ar1 200 "$build/ferry" bench --model "$m" --profile "$p" --runs 3 --warmup 1 \
+    --sweep 11050622508,16690690860,20450736428,22330759212 --json --quiet \
+    --timeline-out "$LOGS/tl9h"
+  cp "$LOGS/sweep_9h_ar1.log" "$OUT/sweep_9h_ar1.json" 2>/dev/null
+}
+
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
 # cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
 # at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and

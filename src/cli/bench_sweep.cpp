@@ -105,7 +105,12 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     const StreamingStats loaded = session->streaming();
     const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, false);
     progress.reset();
-    const StreamingStats& st = session->streaming();
+    // The link bytes of the warm-up and timed runs, before a timeline run adds its own.
+    const uint64_t copied = session->streaming().bytes_copied;
+    if (!a.timeline_out.empty() && session->streaming_provider().records_timelines()) {
+      dump_timeline(*session, m.checkpoint, weights,
+                    a.timeline_out + "." + std::to_string(budgets[i]) + ".json");
+    }
     SweepRow r;
     r.vram = budgets[i];
     r.weight_budget = budgets[i] - std::min(budgets[i], ctx.fixed_bytes());
@@ -134,8 +139,8 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
         r.checked_phase_s[ph] = check->prediction.phases[ph].wall_s;
       }
     }
-    r.measured_link = static_cast<double>(st.bytes_copied - loaded.bytes_copied) /
-                      static_cast<double>(a.warmup + a.runs);
+    r.measured_link =
+        static_cast<double>(copied - loaded.bytes_copied) / static_cast<double>(a.warmup + a.runs);
     rows.push_back(std::move(r));
     previous = session->plan();
   }

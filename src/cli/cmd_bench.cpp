@@ -215,9 +215,7 @@ void bench(const BenchArgs& a) {
   }
   if (!a.sweep.empty() && a.op_profile) report.fail("--op-profile and --sweep: one at a time");
   if (a.sweep.empty() && !a.plot.empty()) report.fail("--plot draws the curve of --sweep");
-  if (!a.sweep.empty() && !a.timeline_out.empty()) {
-    report.fail("--timeline-out and --sweep: one at a time");
-  }
+
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   const bool say = !a.json && !a.quiet;
@@ -520,7 +518,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--timeline-out", args->timeline_out,
                   "Write one more run's timeline here (JSON; every call's compute span and copy "
                   "span, resident or streamed, with the run's stage times), for "
-                  "scripts/timeline_gaps.py")
+                  "scripts/timeline_gaps.py; with --sweep, one file per budget: FILE.BYTES.json")
       ->check(not_empty());
   cmd->add_option("--sweep", args->sweep,
                   "Measure the VRAM-latency curve, one session per budget: a list of budgets "

@@ -87,6 +87,19 @@ std::string byte_path_of(const Backend& backend, const HostTier& tier) {
   return tier.registered() ? "registered-mapping" : "pageable";
 }
 
+// Background copies of a small buffer from the budget's room (16, 4 or 1 MiB); null, with a note,
+// where not even 1 MiB is left.
+std::unique_ptr<BackgroundCopies> start_background_copies(Backend& backend) {
+  for (uint64_t bytes : {uint64_t{16} << 20, uint64_t{4} << 20, uint64_t{1} << 20}) {
+    Result<std::unique_ptr<BackgroundCopies>> c = BackgroundCopies::start(backend, bytes);
+    if (c.ok()) return std::move(c).value();
+  }
+  std::fprintf(stderr,
+               "ferry profile: no room in the budget for a 1 MiB copy buffer: the calls' times "
+               "beside copies are taken as their times alone\n");
+  return nullptr;
+}
+
 // The profiler's second pass (exec/profiler.h), chosen by the first pass's plan: a ring runs
 // again in sequential mode on a second session (every call alone; one session at a time, and a
 // backend reserves its budget once, so it gets a backend of its own); a plan that streams
@@ -112,24 +125,24 @@ std::string run_second_pass(const ProfileArgs& a, const OpenModel& m, const Work
     session = report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, seq));
     progress.stage("timing every call alone (sequential)");
     const std::vector<StreamTimeline> alone = report.check(timed_runs(*session, a.runs, a.warmup));
-    derive_call_times(calls, weights, &alone);
-    return "sequential";
+    // The same runs beside background copies (the sequential ring leaves a slot's room), for
+    // the calls no copy ever overlapped in the first pass and no other group of their class
+    // tells how a copy slows them.
+    std::unique_ptr<BackgroundCopies> copies = start_background_copies(*backend);
+    if (!copies) {
+      derive_call_times(calls, weights, &alone);
+      return "sequential";
+    }
+    progress.stage("timing every call beside copies (sequential)");
+    Result<std::vector<StreamTimeline>> beside = timed_runs(*session, a.runs, 0);
+    copies->stop();
+    const std::vector<StreamTimeline> resort = report.check(std::move(beside));
+    derive_call_times(calls, weights, &alone, nullptr, &resort);
+    return "sequential, and beside copies for calls no copy overlapped";
   }
   if (plan.slots > 0) return "none";  // sequential already: nothing overlaps, no room to copy
-  std::unique_ptr<BackgroundCopies> copies;
-  for (uint64_t bytes : {uint64_t{16} << 20, uint64_t{4} << 20, uint64_t{1} << 20}) {
-    Result<std::unique_ptr<BackgroundCopies>> c = BackgroundCopies::start(*backend, bytes);
-    if (c.ok()) {
-      copies = std::move(c).value();
-      break;
-    }
-  }
-  if (!copies) {
-    std::fprintf(stderr,
-                 "ferry profile: no room in the budget for a 1 MiB copy buffer: the calls' "
-                 "times beside copies are taken as their times alone\n");
-    return "none";
-  }
+  std::unique_ptr<BackgroundCopies> copies = start_background_copies(*backend);
+  if (!copies) return "none";
   progress.stage("timing every call beside copies");
   Result<std::vector<StreamTimeline>> under = timed_runs(*session, a.runs, 0);
   copies->stop();
