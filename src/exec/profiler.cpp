@@ -134,6 +134,19 @@ Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWe
   return out;
 }
 
+namespace {
+
+// Whether call `i` of `t` waited for its copy past `end` (the previous call's compute end): a gap
+// before it is then not the host's alone.
+bool waited_for_copy(const StreamTimeline& t, size_t i, double end) {
+  if (i >= t.copy_of.size()) return false;
+  const int64_t k = t.copy_of[i];
+  return k >= 0 && static_cast<size_t>(k) < t.copies.size() &&
+         t.copies[static_cast<size_t>(k)].end > end;
+}
+
+}  // namespace
+
 std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timelines,
                                        const ModelWeights& weights) {
   std::array<std::vector<double>, 3> any, alone, copying;
@@ -146,13 +159,8 @@ std::array<StepGaps, 3> host_step_gaps(const std::vector<StreamTimeline>& timeli
       // A stage boundary's gap is more than its host step (stage_entry_gaps).
       if (t.calls[i + 1].phase != t.calls[i].phase) continue;
       const double end = t.compute[i].end;
-      if (i + 1 < t.copy_of.size()) {
-        const int64_t k = t.copy_of[i + 1];
-        if (k >= 0 && static_cast<size_t>(k) < t.copies.size() &&
-            t.copies[static_cast<size_t>(k)].end > end) {
-          continue;  // the next call waited for its copy too: not the host step's gap alone
-        }
-      }
+      // The next call waited for its copy too: not the host step's gap alone.
+      if (waited_for_copy(t, i + 1, end)) continue;
       const double gap = std::max(0.0, t.compute[i + 1].start - end);
       const auto kind = static_cast<size_t>(step);
       any[kind].push_back(gap);
@@ -179,13 +187,7 @@ std::array<std::optional<double>, kPhaseCount> stage_entry_gaps(
     for (size_t i = 0; i + 1 < n; ++i) {
       if (t.calls[i + 1].phase == t.calls[i].phase) continue;
       const double end = t.compute[i].end;
-      if (i + 1 < t.copy_of.size()) {
-        const int64_t k = t.copy_of[i + 1];
-        if (k >= 0 && static_cast<size_t>(k) < t.copies.size() &&
-            t.copies[static_cast<size_t>(k)].end > end) {
-          continue;  // the first call waited for its copy too
-        }
-      }
+      if (waited_for_copy(t, i + 1, end)) continue;  // the first call waited for its copy too
       gaps[phase_index(t.calls[i + 1].phase)].push_back(
           std::max(0.0, t.compute[i + 1].start - end));
     }
