@@ -1,8 +1,11 @@
 // `ferry bench --op-profile` through the binary on a tiny synthesized Alpamayo: the JSON carries
-// the profile of every stage, and the table says how ops were timed.
+// the profile of every stage, and the table says how ops were timed. And `--timeline-out`, read
+// back by scripts/timeline_gaps.py.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -89,6 +92,58 @@ TEST_F(BenchProfileCli, WithoutTheFlagNoProfileAndABadTopIsRefused) {
   const testing::CliRun bad = bench("--op-profile --op-profile-top 0");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--op-profile-top"), std::string::npos) << bad.err;
+}
+
+// --timeline-out: one more run's every call, resident or streamed, in call order, each copy
+// before its call; scripts/timeline_gaps.py reads it back and its stages add up to the run's.
+TEST_F(BenchProfileCli, TimelineOutWritesEveryCallAndTheScriptReadsIt) {
+  for (const std::string plan : {"", "--resident none "}) {
+    const std::string file = scratch_.str() + ".timeline.json";
+    const testing::CliRun o = bench(plan + "--json --timeline-out " + file);
+    ASSERT_FALSE(o.signaled) << o.err;
+    ASSERT_EQ(o.code, 0) << o.err;
+    std::ifstream in(file);
+    ASSERT_TRUE(in.good()) << file;
+    const auto t = nlohmann::json::parse(in);
+    EXPECT_EQ(t["format"], "ferry-timeline");
+    ASSERT_FALSE(t["calls"].empty());
+    int64_t copies = 0;
+    double last_end = 0;
+    for (const auto& c : t["calls"]) {
+      EXPECT_LE(c["start"].get<double>(), c["end"].get<double>()) << c.dump();
+      EXPECT_GE(c["start"].get<double>(), last_end - 1e-9) << "one call at a time, in order";
+      last_end = c["end"].get<double>();
+      if (c.contains("copy_start")) {
+        ++copies;
+        EXPECT_LE(c["copy_end"].get<double>(), c["start"].get<double>() + 1e-6) << c.dump();
+      }
+    }
+    EXPECT_EQ(copies > 0, !plan.empty()) << "only the streamed plan copies";
+    const auto j = nlohmann::json::parse(o.out);
+    int64_t calls = 0;
+    for (const auto& [name, stage] : t["stage_wall_s"].items()) {
+      if (stage.get<double>() > 0) {
+        EXPECT_TRUE(j["stages"].contains(name)) << name;
+      }
+    }
+    // The script's account: every call in a stage, device time no less than the spans.
+    const std::string cmd =
+        "python3 " + std::string(FERRY_SOURCE_DIR) + "/scripts/timeline_gaps.py --json " + file;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ASSERT_EQ(::pclose(p), 0) << out;
+    const auto rows = nlohmann::json::parse(out);
+    for (const auto& [name, r] : rows.items()) {
+      calls += r["calls"].get<int64_t>();
+      EXPECT_GE(r["device_s"].get<double>(), r["spans_s"].get<double>()) << name;
+    }
+    EXPECT_EQ(calls, static_cast<int64_t>(t["calls"].size()));
+    std::filesystem::remove(file);
+  }
 }
 
 }  // namespace
