@@ -1,8 +1,6 @@
 // Write then read back: data byte-exact, shapes, dtypes, metadata, order; sharded too.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,28 +8,12 @@
 #include <string>
 
 #include "format/safetensors.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / ("ferry_st_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str(const std::string& sub = "") const { return (path_ / sub).string(); }
-
- private:
-  fs::path path_;
-};
 
 // Deterministic bytes that differ per tensor (seed) and per position.
 std::byte pattern(uint64_t seed, size_t i) {
@@ -89,11 +71,11 @@ std::vector<TensorToWrite> mixed_tensors() {
 }
 
 TEST(SafetensorsWrite, SingleFileRoundTrip) {
-  TempDir dir;
+  testing::ScratchDir dir{"ferry_st"};
   const auto ts = mixed_tensors();
   const std::map<std::string, std::string> md = {{"format", "pt"}, {"note", "ünïcode ✓"}};
-  ASSERT_TRUE(write_safetensors(dir.str("x.safetensors"), ts, md).ok());
-  auto f = SafetensorsFile::open(dir.str("x.safetensors"));
+  ASSERT_TRUE(write_safetensors((dir.path() / "x.safetensors").string(), ts, md).ok());
+  auto f = SafetensorsFile::open((dir.path() / "x.safetensors").string());
   ASSERT_TRUE(f.ok()) << f.error().message;
   EXPECT_EQ(f->header().metadata, md);
   EXPECT_EQ(f->header().data_start % 8, 0u) << "header padded to a multiple of 8";
@@ -102,17 +84,19 @@ TEST(SafetensorsWrite, SingleFileRoundTrip) {
   for (size_t k = 1; k < ts.size(); ++k)
     EXPECT_LE(f->find(ts[k - 1].name)->begin, f->find(ts[k].name)->begin);
   // No temporary left behind.
-  EXPECT_FALSE(fs::exists(dir.str("x.safetensors.tmp")));
-  auto c = Checkpoint::open(dir.str("x.safetensors"));
+  EXPECT_FALSE(fs::exists((dir.path() / "x.safetensors.tmp").string()));
+  auto c = Checkpoint::open((dir.path() / "x.safetensors").string());
   ASSERT_TRUE(c.ok()) << c.error().message;
-  EXPECT_EQ(fs::path(c->dir()), fs::path(dir.str("x.safetensors")).parent_path());
+  EXPECT_EQ(fs::path(c->dir()), fs::path((dir.path() / "x.safetensors").string()).parent_path());
   expect_same(*c, ts, 0);
 }
 
 TEST(SafetensorsWrite, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
-  TempDir dir;
-  ASSERT_TRUE(write_safetensors(dir.str("y.safetensors"), {make("t", DType::u8, {3}, 9)}).ok());
-  std::ifstream in(dir.str("y.safetensors"), std::ios::binary);
+  testing::ScratchDir dir{"ferry_st"};
+  ASSERT_TRUE(
+      write_safetensors((dir.path() / "y.safetensors").string(), {make("t", DType::u8, {3}, 9)})
+          .ok());
+  std::ifstream in((dir.path() / "y.safetensors").string(), std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string file = ss.str();
@@ -127,19 +111,19 @@ TEST(SafetensorsWrite, HeaderIsPaddedWithSpacesAndOmitsEmptyMetadata) {
 }
 
 TEST(SafetensorsWrite, NamesAndMetadataNeedingJsonEscapesRoundTrip) {
-  TempDir dir;
+  testing::ScratchDir dir{"ferry_st"};
   const std::vector<TensorToWrite> ts = {make("q\"uote\\back/slash\ttab", DType::u8, {2}, 1),
                                          make("\xc3\xbc\xe2\x9c\x93", DType::u8, {1}, 2)};
   const std::map<std::string, std::string> md = {{"k\"", "v\n\\"}};
-  ASSERT_TRUE(write_safetensors(dir.str("e.safetensors"), ts, md).ok());
-  auto c = Checkpoint::open(dir.str("e.safetensors"));
+  ASSERT_TRUE(write_safetensors((dir.path() / "e.safetensors").string(), ts, md).ok());
+  auto c = Checkpoint::open((dir.path() / "e.safetensors").string());
   ASSERT_TRUE(c.ok()) << c.error().message;
   expect_same(*c, ts, 1);
   EXPECT_EQ(c->files()[0].header().metadata, md);
 }
 
 TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
-  TempDir dir;
+  testing::ScratchDir dir{"ferry_st"};
   std::vector<TensorToWrite> ts;
   // bytes: 600 + 600 | 1400 (over the limit: alone) | 300 + 300 + 300 | 400
   const int64_t sizes[] = {300, 300, 700, 150, 150, 150, 200};
@@ -148,13 +132,13 @@ TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
     name += std::to_string(i);  // (not "t" + ...: GCC 12 warns -Wrestrict on that)
     ts.push_back(make(name, DType::bf16, {sizes[i]}, 10 + i));
   }
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 1200).ok());
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), ts, 1200).ok());
   const char* names[] = {"model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
                          "model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors"};
-  for (const char* n : names) EXPECT_TRUE(fs::exists(dir.str("ck/") + n)) << n;
-  EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors")));
+  for (const char* n : names) EXPECT_TRUE(fs::exists((dir.path() / "ck/").string() + n)) << n;
+  EXPECT_FALSE(fs::exists((dir.path() / "ck/model.safetensors").string()));
 
-  std::ifstream in(dir.str("ck/model.safetensors.index.json"));
+  std::ifstream in((dir.path() / "ck/model.safetensors.index.json").string());
   std::stringstream ss;
   ss << in.rdbuf();
   auto index = parse_safetensors_index(ss.str(), "index");
@@ -170,7 +154,7 @@ TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
   EXPECT_LT(ss.str().find("\"t0\""), ss.str().find("\"t6\""));
   EXPECT_NE(ss.str().find("\n  \"metadata\": {\n    \"total_size\": 3900\n  }"), std::string::npos);
 
-  auto c = Checkpoint::open(dir.str("ck"));
+  auto c = Checkpoint::open((dir.path() / "ck").string());
   ASSERT_TRUE(c.ok()) << c.error().message;
   ASSERT_EQ(c->files().size(), 4u);
   // Entries in (shard, offset) order.
@@ -180,68 +164,68 @@ TEST(SafetensorsWrite, ShardedCheckpointRoundTrip) {
   // Shards carry the metadata.
   EXPECT_EQ(c->files()[0].header().metadata.at("format"), "pt");
   // The index itself is a valid path to open.
-  auto via_index = Checkpoint::open(dir.str("ck/model.safetensors.index.json"));
+  auto via_index = Checkpoint::open((dir.path() / "ck/model.safetensors.index.json").string());
   ASSERT_TRUE(via_index.ok()) << via_index.error().message;
   EXPECT_EQ(via_index->entries().size(), ts.size());
 }
 
 TEST(SafetensorsWrite, RewritingAFolderRemovesTheEarlierCheckpointOnly) {
-  TempDir dir;
+  testing::ScratchDir dir{"ferry_st"};
   const auto ts = mixed_tensors();
-  fs::create_directories(dir.str("ck"));
-  { std::ofstream(dir.str("ck/config.json")) << "{}"; }
-  { std::ofstream(dir.str("ck/model-extra.safetensors")) << "not ours"; }
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 20).ok());  // many shards
-  ASSERT_TRUE(fs::exists(dir.str("ck/model.safetensors.index.json")));
+  fs::create_directories((dir.path() / "ck").string());
+  { std::ofstream((dir.path() / "ck/config.json").string()) << "{}"; }
+  { std::ofstream((dir.path() / "ck/model-extra.safetensors").string()) << "not ours"; }
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), ts, 20).ok());  // many shards
+  ASSERT_TRUE(fs::exists((dir.path() / "ck/model.safetensors.index.json").string()));
   size_t many = 0;
-  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+  for (const auto& e : fs::directory_iterator((dir.path() / "ck").string()))
     many += e.path().filename().string().starts_with("model-0");
   EXPECT_GT(many, 3u);
 
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 800).ok());  // fewer shards
-  auto fewer = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), ts, 800).ok());  // fewer shards
+  auto fewer = Checkpoint::open((dir.path() / "ck").string());
   ASSERT_TRUE(fewer.ok()) << fewer.error().message;
   size_t now = 0;
-  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+  for (const auto& e : fs::directory_iterator((dir.path() / "ck").string()))
     now += e.path().filename().string().starts_with("model-0");
   EXPECT_EQ(now, fewer->files().size()) << "stale shards of the first write were left";
   EXPECT_LT(now, many);
 
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts).ok());  // one file
-  EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors.index.json")));
-  for (const auto& e : fs::directory_iterator(dir.str("ck")))
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), ts).ok());  // one file
+  EXPECT_FALSE(fs::exists((dir.path() / "ck/model.safetensors.index.json").string()));
+  for (const auto& e : fs::directory_iterator((dir.path() / "ck").string()))
     EXPECT_FALSE(e.path().filename().string().starts_with("model-0")) << e.path();
-  auto c = Checkpoint::open(dir.str("ck"));
+  auto c = Checkpoint::open((dir.path() / "ck").string());
   ASSERT_TRUE(c.ok()) << c.error().message;
   ASSERT_EQ(c->files().size(), 1u);
   EXPECT_EQ(fs::path(c->files()[0].path()).filename(), "model.safetensors");
   expect_same(*c, ts, 0);
 
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 800).ok());  // sharded again
-  EXPECT_FALSE(fs::exists(dir.str("ck/model.safetensors")));
-  auto again = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), ts, 800).ok());  // sharded again
+  EXPECT_FALSE(fs::exists((dir.path() / "ck/model.safetensors").string()));
+  auto again = Checkpoint::open((dir.path() / "ck").string());
   ASSERT_TRUE(again.ok()) << again.error().message;
   expect_same(*again, ts, 0);
   // Files that are not checkpoint outputs stay.
-  EXPECT_TRUE(fs::exists(dir.str("ck/config.json")));
-  EXPECT_TRUE(fs::exists(dir.str("ck/model-extra.safetensors")));
+  EXPECT_TRUE(fs::exists((dir.path() / "ck/config.json").string()));
+  EXPECT_TRUE(fs::exists((dir.path() / "ck/model-extra.safetensors").string()));
 }
 
 TEST(SafetensorsWrite, ManyTensorsFilledInParallel) {
-  TempDir dir;
+  testing::ScratchDir dir{"ferry_st"};
   std::vector<TensorToWrite> ts;
   for (int i = 0; i < 300; ++i)
     ts.push_back(make("w." + std::to_string(i), DType::f32, {i % 17, 33}, 100 + i));
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), ts, 64 * 1024).ok());
-  auto c = Checkpoint::open(dir.str("ck"));
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), ts, 64 * 1024).ok());
+  auto c = Checkpoint::open((dir.path() / "ck").string());
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_GT(c->files().size(), 1u);
   expect_same(*c, ts, 100);
 }
 
 TEST(SafetensorsWrite, RejectsBadInputWithoutWriting) {
-  TempDir dir;
-  const std::string p = dir.str("bad.safetensors");
+  testing::ScratchDir dir{"ferry_st"};
+  const std::string p = (dir.path() / "bad.safetensors").string();
   auto dup = write_safetensors(p, {make("a", DType::u8, {1}, 0), make("a", DType::u8, {1}, 0)});
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.error().message.find("duplicate tensor 'a'"), std::string::npos);
@@ -263,43 +247,44 @@ TEST(SafetensorsWrite, RejectsBadInputWithoutWriting) {
 }
 
 TEST(SafetensorsWrite, FillExceptionBecomesAnErrorAndLeavesNoFile) {
-  TempDir dir;
+  testing::ScratchDir dir{"ferry_st"};
   auto t = make("boom", DType::u8, {4}, 0);
   t.fill = [](std::span<std::byte>) { throw std::runtime_error("disk on fire"); };
-  auto s = write_safetensors(dir.str("f.safetensors"), {make("ok", DType::u8, {4}, 1), t});
+  auto s = write_safetensors((dir.path() / "f.safetensors").string(),
+                             {make("ok", DType::u8, {4}, 1), t});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("boom: disk on fire"), std::string::npos) << s.error().message;
-  EXPECT_FALSE(fs::exists(dir.str("f.safetensors")));
-  EXPECT_FALSE(fs::exists(dir.str("f.safetensors.tmp")));
+  EXPECT_FALSE(fs::exists((dir.path() / "f.safetensors").string()));
+  EXPECT_FALSE(fs::exists((dir.path() / "f.safetensors.tmp").string()));
 }
 
 TEST(SafetensorsWrite, EmptyCheckpointIsAValidFile) {
-  TempDir dir;
-  ASSERT_TRUE(write_checkpoint(dir.str("ck"), {}).ok());
-  auto c = Checkpoint::open(dir.str("ck"));
+  testing::ScratchDir dir{"ferry_st"};
+  ASSERT_TRUE(write_checkpoint((dir.path() / "ck").string(), {}).ok());
+  auto c = Checkpoint::open((dir.path() / "ck").string());
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_TRUE(c->entries().empty());
   EXPECT_EQ(c->total_bytes(), 0u);
 }
 
 TEST(MappedFile, MapsEmptyFilesAndRefusesFolders) {
-  TempDir dir;
-  { std::ofstream(dir.str("empty")); }
-  auto m = MappedFile::open(dir.str("empty"));
+  testing::ScratchDir dir{"ferry_st"};
+  { std::ofstream((dir.path() / "empty").string()); }
+  auto m = MappedFile::open((dir.path() / "empty").string());
   ASSERT_TRUE(m.ok()) << m.error().message;
   EXPECT_EQ(m->bytes().size(), 0u);
-  auto d = MappedFile::open(dir.str(""));
+  auto d = MappedFile::open((dir.path() / "").string());
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().code, ErrorCode::io);
-  auto missing = MappedFile::open(dir.str("nope"));
+  auto missing = MappedFile::open((dir.path() / "nope").string());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("nope"), std::string::npos);
 }
 
 TEST(MappedFile, MovesOwnership) {
-  TempDir dir;
-  { std::ofstream(dir.str("f")) << "hello"; }
-  auto m = MappedFile::open(dir.str("f"));
+  testing::ScratchDir dir{"ferry_st"};
+  { std::ofstream((dir.path() / "f").string()) << "hello"; }
+  auto m = MappedFile::open((dir.path() / "f").string());
   ASSERT_TRUE(m.ok());
   MappedFile a = std::move(*m);
   EXPECT_EQ(a.bytes().size(), 5u);
@@ -308,20 +293,20 @@ TEST(MappedFile, MovesOwnership) {
   b = std::move(a);
   EXPECT_EQ(b.bytes().size(), 5u);
   EXPECT_EQ(a.bytes().size(), 0u);  // NOLINT(bugprone-use-after-move): moved-from is empty
-  EXPECT_EQ(b.path(), dir.str("f"));
+  EXPECT_EQ(b.path(), (dir.path() / "f").string());
 }
 
 TEST(Checkpoint, RejectsOtherPathsNamingWhatItLookedFor) {
-  TempDir dir;
-  auto none = Checkpoint::open(dir.str(""));
+  testing::ScratchDir dir{"ferry_st"};
+  auto none = Checkpoint::open((dir.path() / "").string());
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("model.safetensors.index.json"), std::string::npos);
   EXPECT_NE(none.error().message.find("model.safetensors"), std::string::npos);
-  { std::ofstream(dir.str("weights.bin")) << "x"; }
-  auto other = Checkpoint::open(dir.str("weights.bin"));
+  { std::ofstream((dir.path() / "weights.bin").string()) << "x"; }
+  auto other = Checkpoint::open((dir.path() / "weights.bin").string());
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().code, ErrorCode::invalid_argument);
-  auto missing = Checkpoint::open(dir.str("missing"));
+  auto missing = Checkpoint::open((dir.path() / "missing").string());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::io);
 }

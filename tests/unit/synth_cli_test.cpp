@@ -18,6 +18,7 @@
 #include "format/safetensors.h"
 #include "model/presets.h"
 #include "model/weights.h"
+#include "scratch_dir.h"
 
 namespace ferry {
 namespace {
@@ -30,24 +31,11 @@ CliRun ferry(const std::string& args) {
   return testing::run_ferry(args);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("ferry_synth_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-  fs::path operator/(const std::string& s) const { return path_ / s; }
-
- private:
-  fs::path path_;
-};
+// A folder per test, not made yet (synth makes its output folder), removed afterwards.
+using Dir = testing::ScratchDir;
 
 TEST(SynthCli, WritesABindableCheckpointWithItsConfig) {
-  TempDir dir;
+  Dir dir{"ferry_synth_test", /*create=*/false};
   CliRun r = ferry("synth --preset alpamayo-tiny --out " + dir.str() + " --seed 3");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("synth: wrote"), std::string::npos) << r.err;
@@ -71,13 +59,13 @@ TEST(SynthCli, WritesABindableCheckpointWithItsConfig) {
 }
 
 TEST(SynthCli, SameSeedSameBytesAcrossShardingDifferentSeedDiffers) {
-  TempDir a, b, c;
+  Dir a{"ferry_synth_test", false}, b{"ferry_synth_test", false}, c{"ferry_synth_test", false};
   ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + a.str() + " --seed 5").code, 0);
   // Small shards: several files and an index, same tensor bytes.
   CliRun rb = ferry("synth --preset qwen3-tiny --out " + b.str() + " --seed 5 --max-shard 8MB");
   ASSERT_EQ(rb.code, 0) << rb.err;
   ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + c.str() + " --seed 6").code, 0);
-  EXPECT_TRUE(fs::exists(b / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(b.path() / "model.safetensors.index.json"));
   auto ca = Checkpoint::open(a.str());
   auto cb = Checkpoint::open(b.str());
   auto cc = Checkpoint::open(c.str());
@@ -101,27 +89,27 @@ TEST(SynthCli, SameSeedSameBytesAcrossShardingDifferentSeedDiffers) {
 }
 
 TEST(SynthCli, RefusesANonEmptyFolderUnlessForced) {
-  TempDir dir;
+  Dir dir{"ferry_synth_test", /*create=*/false};
   ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + dir.str() + " --max-shard 8MB").code, 0);
   const size_t sharded = std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator());
   CliRun again = ferry("synth --preset qwen3-tiny --out " + dir.str());
   EXPECT_EQ(again.code, 2);
   EXPECT_NE(again.err.find("holds a checkpoint (use --force"), std::string::npos) << again.err;
-  std::ofstream(dir / "notes.txt") << "keep me";
+  std::ofstream(dir.path() / "notes.txt") << "keep me";
   CliRun forced = ferry("synth --preset qwen3-tiny --out " + dir.str() + " --force");
   ASSERT_EQ(forced.code, 0) << forced.err;
   // The old shards and index are gone (one file now), other files are left alone.
-  EXPECT_FALSE(fs::exists(dir / "model.safetensors.index.json"));
-  EXPECT_TRUE(fs::exists(dir / "model.safetensors"));
-  EXPECT_TRUE(fs::exists(dir / "tokenizer.json"));
-  EXPECT_TRUE(fs::exists(dir / "notes.txt"));
+  EXPECT_FALSE(fs::exists(dir.path() / "model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(dir.path() / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir.path() / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(dir.path() / "notes.txt"));
   EXPECT_GT(sharded, 4u);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.str()), fs::directory_iterator()), 4);
   EXPECT_TRUE(Checkpoint::open(dir.str()).ok());
 }
 
 TEST(SynthCli, BadArgumentsExitTwoWithOneLine) {
-  TempDir dir;
+  Dir dir{"ferry_synth_test", /*create=*/false};
   CliRun r = ferry("synth --preset no-such --out " + dir.str());
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.rfind("ferry synth: ", 0), 0u) << r.err;
@@ -133,7 +121,7 @@ TEST(SynthCli, BadArgumentsExitTwoWithOneLine) {
 }
 
 TEST(InspectCli, PrintsModuleTotalsForTheTinyModel) {
-  TempDir dir;
+  Dir dir{"ferry_synth_test", /*create=*/false};
   ASSERT_EQ(ferry("synth --preset alpamayo-tiny --out " + dir.str()).code, 0);
   CliRun r = ferry("inspect " + dir.str());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -157,23 +145,24 @@ TEST(InspectCli, PrintsModuleTotalsForTheTinyModel) {
 }
 
 TEST(InspectCli, BadFilesExitTwoWithOneLine) {
-  TempDir dir;
+  Dir dir{"ferry_synth_test", /*create=*/false};
   fs::create_directories(dir.str());
-  CliRun missing = ferry("inspect " + (dir / "nothing").string());
+  CliRun missing = ferry("inspect " + (dir.path() / "nothing").string());
   EXPECT_EQ(missing.code, 2);
   EXPECT_EQ(missing.err.rfind("ferry inspect: ", 0), 0u) << missing.err;
   EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1);
-  std::ofstream(dir / "junk.safetensors", std::ios::binary) << std::string("\xff\xff\xff\xff", 4);
-  CliRun junk = ferry("inspect " + (dir / "junk.safetensors").string());
+  std::ofstream(dir.path() / "junk.safetensors", std::ios::binary)
+      << std::string("\xff\xff\xff\xff", 4);
+  CliRun junk = ferry("inspect " + (dir.path() / "junk.safetensors").string());
   EXPECT_EQ(junk.code, 2);
   EXPECT_EQ(junk.err.rfind("ferry inspect: ", 0), 0u) << junk.err;
   EXPECT_EQ(std::count(junk.err.begin(), junk.err.end(), '\n'), 1);
 }
 
 TEST(InspectCli, UnrecognizedConfigFallsBackToPrefixes) {
-  TempDir dir;
+  Dir dir{"ferry_synth_test", /*create=*/false};
   ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + dir.str()).code, 0);
-  std::ofstream(dir / "config.json") << R"({"model_type": "gpt2"})";
+  std::ofstream(dir.path() / "config.json") << R"({"model_type": "gpt2"})";
   CliRun r = ferry("inspect " + dir.str());
   // Printed by prefix, and a non-zero exit: no known architecture binds it.
   ASSERT_EQ(r.code, 1) << r.err;
