@@ -178,13 +178,19 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
   PlotSeries predicted{"predicted", "#1f77b4", false, {}};
   PlotSeries bound{"T_lb (lower bound)", "#7f7f7f", true, {}};
   PlotSeries measured{"measured", "#d62728", false, {}};
+  // Where a session checked the link, the plan priced with it; elsewhere the same as predicted.
+  PlotSeries checked{"predicted, link checked at open", "#2ca02c", true, {}};
+  bool any_checked = false;
   for (const SweepRow& r : rows) {
     const double x = gib(r.vram);
     predicted.points.emplace_back(x, r.predicted_s);
     bound.points.emplace_back(x, r.bound_s);
     if (r.measured_s) measured.points.emplace_back(x, *r.measured_s);
+    checked.points.emplace_back(x, r.checked_s.value_or(r.predicted_s));
+    any_checked = any_checked || r.checked_s.has_value();
   }
   plot.series.push_back(std::move(predicted));
+  if (any_checked) plot.series.push_back(std::move(checked));
   if (!measured.points.empty()) plot.series.push_back(std::move(measured));
   plot.series.push_back(std::move(bound));
   return render_svg(plot);

@@ -358,7 +358,18 @@ TEST_F(PlanCli, BenchSweepsMeasuredAgainstPredicted) {
     EXPECT_TRUE(row.contains("error"));
   }
   EXPECT_GT(b["sweep"][0]["measured_link_bytes"].get<double>(), 0.0);
-  EXPECT_NE(slurp(file("bench.svg")).find("measured"), std::string::npos);
+  const std::string svg = slurp(file("bench.svg"));
+  EXPECT_NE(svg.find("measured"), std::string::npos);
+  // The budget that streams checked the link at open and was priced again with it; the
+  // all-resident one had nothing to check.
+  const auto& streamed = b["sweep"][0];
+  ASSERT_TRUE(streamed.contains("checked_s")) << streamed.dump();
+  EXPECT_GT(streamed["link_factor"].get<double>(), 0.0);
+  EXPECT_GT(streamed["checked_s"].get<double>(), 0.0);
+  EXPECT_TRUE(streamed.contains("error_checked"));
+  EXPECT_FALSE(b["sweep"][1].contains("checked_s"));
+  EXPECT_GE(b["max_abs_error_checked"].get<double>(), 0.0);
+  EXPECT_NE(svg.find("link checked at open"), std::string::npos);
   // The CPU holds every weight: the all-resident run is measured, and T_lb's compute term is
   // never above it; the bound is still the larger of its terms.
   ASSERT_TRUE(b["all_resident_s"].is_number()) << b["all_resident_note"];
