@@ -107,9 +107,14 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     progress.reset();
     // The link bytes of the warm-up and timed runs, before a timeline run adds its own.
     const uint64_t copied = session->streaming().bytes_copied;
-    if (!a.timeline_out.empty() && session->streaming_provider().records_timelines()) {
-      dump_timeline(*session, m.checkpoint, weights,
-                    a.timeline_out + "." + std::to_string(budgets[i]) + ".json");
+    if (!a.timeline_out.empty()) {
+      if (session->streaming_provider().records_timelines()) {
+        dump_timeline(*session, m.checkpoint, weights,
+                      a.timeline_out + "." + std::to_string(budgets[i]) + ".json");
+      } else {
+        std::fprintf(stderr, "bench: %s: no timeline through the bounce ring\n",
+                     binary_bytes(budgets[i]).c_str());
+      }
     }
     SweepRow r;
     r.vram = budgets[i];

@@ -215,7 +215,6 @@ void bench(const BenchArgs& a) {
   }
   if (!a.sweep.empty() && a.op_profile) report.fail("--op-profile and --sweep: one at a time");
   if (a.sweep.empty() && !a.plot.empty()) report.fail("--plot draws the curve of --sweep");
-
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   const bool say = !a.json && !a.quiet;

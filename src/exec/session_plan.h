@@ -195,11 +195,11 @@ struct SessionPlan {
   };
   std::optional<OnPath> on_path;
   // The link as the session found it (Session::open, a plan that streams, any path but the
-  // bounce ring's): a
-  // sample of the streamed groups copied back to back into the slots, against the profile's
-  // C_DMA of the same groups. The host link's rate moves between processes (on the H200 by up
-  // to 2-4% between machines and processes) and a profile is measured in one; `prediction` is
-  // the plan priced with every C_DMA scaled by `factor` (the plan itself is the profile's).
+  // bounce ring's): a sample of the streamed groups copied back to back into the slots, against
+  // the profile's C_DMA of the same groups. The host link's rate moves between processes (on the
+  // H200 by up to 2-4% between machines and processes) and a profile is measured in one;
+  // `prediction` is the plan priced with every C_DMA scaled by `factor` (the plan itself is the
+  // profile's).
   struct LinkCheck {
     double factor = 1;      // median over passes of Σ measured / Σ profile C_DMA of the sample
     uint64_t bytes = 0;     // the sample's bytes (one pass)
