@@ -802,16 +802,21 @@ stage_session8b() {
   tail -8 "$LOGS/forced_path_rates_ar1.log" | tee "$OUT/forced_path_rates_ar1.txt"
 }
 
+# ar1_profile STEP FILE LIMIT: the synthesized Alpamayo-R1-10B profiled at 15 GiB, median of 5, no
+# map pass, written to FILE and copied to $OUT.
+ar1_profile() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step "$1" "$3" "$build/ferry" profile --model "$models/alpamayo-r1-10b" --vram 15GiB \
+    --out "$2" --runs 5 --quiet --json --no-map-pass
+  cp "$2" "$OUT/" 2>/dev/null
+}
 # Session 8, third call (issue 9): a profile whose C_EXE are back to back, with what a call adds
 # when it starts on an idle engine (idle_start_s), measured against four budgets of the third
 # sweep: 10.29 GiB (link-bound), 15.54, 19.05 and 20.80 GiB (the expert compute-bound there
 # was predicted 9-10% slow), warm-up + median of 3, and the all-resident run.
 stage_session8c() {
   local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_idle.profile.json"
-  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  step profile_idle_ar1 300 "$build/ferry" profile --model "$m" --vram 15GiB --out "$p" \
-    --runs 5 --quiet --json --no-map-pass
-  cp "$p" "$OUT/" 2>/dev/null
+  ar1_profile profile_idle_ar1 "$p" 300
   step bench_idle_ar1 300 "$build/ferry" bench --model "$m" --profile "$p" --runs 3 --warmup 1 \
     --sweep 11050622508,16690690860,20450736428,22330759212 --json --quiet
   cp "$LOGS/bench_idle_ar1.log" "$OUT/bench_idle_ar1.json" 2>/dev/null
@@ -840,10 +845,7 @@ stage_session9a() {
 # sweep with the link check at every session's open (JSON: predicted and checked).
 stage_session9b() {
   local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_9.profile.json"
-  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  step profile_9_ar1 300 "$build/ferry" profile --model "$m" --vram 15GiB --out "$p" \
-    --runs 5 --quiet --json --no-map-pass
-  cp "$p" "$OUT/" 2>/dev/null
+  ar1_profile profile_9_ar1 "$p" 300
   step tl9_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 5 --warmup 1 \
     --json --quiet --timeline-out "$LOGS/tl9_resident_ar1.json"
   sweep9 "$p" sweep_9_ar1
@@ -902,10 +904,7 @@ stage_session9g() {
 # top three budgets and 10.29 GiB with their timelines.
 stage_session9h() {
   local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_9h.profile.json"
-  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  step profile_9h_ar1 200 "$build/ferry" profile --model "$m" --vram 15GiB --out "$p" \
-    --runs 5 --quiet --json --no-map-pass
-  cp "$p" "$OUT/" 2>/dev/null
+  ar1_profile profile_9h_ar1 "$p" 200
   step sweep_9h_ar1 200 "$build/ferry" bench --model "$m" --profile "$p" --runs 3 --warmup 1 \
     --sweep 11050622508,16690690860,20450736428,22330759212 --json --quiet \
     --timeline-out "$LOGS/tl9h"

@@ -30,6 +30,7 @@ struct BenchArgs {
   int op_profile_top = 15;
   bool timeline = true;      // one more run with timing events when weights stream
   std::string timeline_out;  // write that run's every call and copy here (JSON), resident or not
+  bool link_check = true;    // SessionOptions::link_check; --no-link-check
   std::string sweep;         // "auto" or a list of budgets; empty: one session
   int sweep_points = 12;
   std::string plot;

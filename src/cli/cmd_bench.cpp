@@ -209,6 +209,7 @@ void bench(const BenchArgs& a) {
   InferenceOptions inference;
   inference.exec.graphs = a.graphs;
   SessionOptions so = report.check(session_options(a.session, weights, inference));
+  so.link_check = a.link_check;
   if (a.op_profile && (so.vram || so.vram_auto)) {
     report.fail(
         "--op-profile runs every weight resident (its ops are timed one by one): drop --vram");
@@ -514,6 +515,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("!--no-timeline", args->timeline,
                 "No extra run with timing events on the copy and compute streams when weights "
                 "stream (the copy engine's busy time and overlap are then not measured)");
+  cmd->add_flag("!--no-link-check", args->link_check,
+                "No link check at the start: when weights stream, a sample of them (about 1 GiB) "
+                "is copied three times to price the plan again with the link as this process "
+                "finds it (both predictions are printed)");
   cmd->add_option("--timeline-out", args->timeline_out,
                   "Write one more run's timeline here (JSON; every call's compute span and copy "
                   "span, resident or streamed, with the run's stage times), for "

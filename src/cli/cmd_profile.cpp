@@ -195,7 +195,6 @@ void profile(const ProfileArgs& a) {
   const ModelWeights& weights = m.weights;
   const Workload w = report.check(reference_workload(a.workload, m.config));
   SessionOptions so = report.check(session_options(a.session, weights, InferenceOptions{}));
-  so.link_check = false;  // the profile prices nothing: its sessions need no link check
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams));
   std::optional<Progress> progress(std::in_place, "profile", !a.quiet);

@@ -89,10 +89,6 @@ void add_session_options(CLI::App* cmd, SessionArgs* a) {
                 "The planner prices every plan it tries with its lent cache, not only the plan "
                 "it ends with (finds plans a few percent faster where the cache matters, and "
                 "takes about 10x longer to plan: for `ferry plan --out` once, then run --plan)");
-  cmd->add_flag("--no-link-check", a->no_link_check,
-                "No link check at the start: when weights stream, a sample of them (about 1 GiB) "
-                "is copied three times to price the plan again with the link as this process "
-                "finds it (bench prints both predictions)");
   cmd->add_option("--map", a->mapped,
                   "These groups read in place from the registered host mapping by their kernels "
                   "(the map path: no device copy, no slot), on top of the plan; names as for "
@@ -182,7 +178,6 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
   }
   o.plan.lent_cache = !a.no_lent_cache;
   o.plan.thorough_search = a.thorough_search;
-  o.link_check = !a.no_link_check;
   if (!a.mapped.empty()) {
     FERRY_ASSIGN_OR_RETURN(o.plan.mapped, group_names("--map", a.mapped));
   }

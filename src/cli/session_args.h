@@ -25,7 +25,6 @@ struct SessionArgs {
   std::string mapped;  // --map: groups read in place (the map path), as --resident names them
   bool no_lent_cache = false;    // --no-lent-cache
   bool thorough_search = false;  // --thorough-search
-  bool no_link_check = false;    // --no-link-check
   std::string plan_file;
   std::string profile_file;  // a `ferry profile` file: the times the planner uses
   std::string host_path = "auto";

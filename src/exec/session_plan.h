@@ -85,8 +85,9 @@ struct SessionOptions {
   StreamingOptions streaming;
   InferenceOptions inference;
   // Time a sample of the streamed groups' copies once the resident groups are in, and price the
-  // plan again with the profile's C_DMA scaled to them (SessionPlan::link_check).
-  bool link_check = true;
+  // plan again with the profile's C_DMA scaled to them (SessionPlan::link_check): for callers
+  // that report the prediction against a measurement (`bench`), not every session's start.
+  bool link_check = false;
 };
 
 // The device memory of a session, added up before anything is allocated.

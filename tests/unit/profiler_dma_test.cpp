@@ -8,6 +8,14 @@
 namespace ferry {
 namespace {
 
+WeightGroup group_of(const char* name, GroupKind kind, uint64_t bytes = 0) {
+  WeightGroup g;
+  g.name = name;
+  g.kind = kind;
+  g.bytes = bytes;
+  return g;
+}
+
 Call call_of(int group) {
   Call c;
   c.group = group;
@@ -58,14 +66,9 @@ TEST(PipelinedCopies, NothingStreamedKeepsTheLoneTimes) {
 // step follows and the next call's, where the next call did not also wait for a copy.
 TEST(HostStepGaps, MedianGapPerKindSkippingCopyWaits) {
   ModelWeights w;
-  WeightGroup layer, head, out;
-  layer.name = "text.layers.0.attn";
-  layer.kind = GroupKind::decoder_layer;
-  head.name = "text.head.0";
-  head.kind = GroupKind::lm_head;
-  out.name = "expert.out";
-  out.kind = GroupKind::expert_out;
-  w.groups = {layer, head, out};
+  w.groups = {group_of("text.layers.0.attn", GroupKind::decoder_layer),
+              group_of("text.head.0", GroupKind::lm_head),
+              group_of("expert.out", GroupKind::expert_out)};
   StreamTimeline t;
   // layer, head | layer, head | layer, head | out | layer: sampling after each head, the Euler
   // update after out.
@@ -199,22 +202,12 @@ TEST(ExeTimes, AnIdleStartIsTakenOffAndKeptPerClass) {
   EXPECT_FALSE(e.idle_start[2][d].has_value());
 }
 
-}  // namespace
-}  // namespace ferry
-
-namespace ferry {
-namespace {
-
 // Timing events cost the engine: the gap between two calls back to back is one event's cost,
 // and each span holds one more, which C_EXE must not keep.
 TEST(ExeTimes, EachSpanLosesOneTimingEventsCost) {
   ModelWeights w;
   for (const char* name : {"text.layers.0.attn", "text.layers.1.attn"}) {
-    WeightGroup g;
-    g.name = name;
-    g.kind = GroupKind::decoder_layer;
-    g.bytes = 4096;
-    w.groups.push_back(g);
+    w.groups.push_back(group_of(name, GroupKind::decoder_layer, 4096));
   }
   StreamTimeline t;
   // Four decode calls back to back, 1 us apart (the events), then one after a 50 us wait; two
@@ -248,14 +241,9 @@ TEST(ExeTimes, EachSpanLosesOneTimingEventsCost) {
 // stay out of the host steps' gaps.
 TEST(HostStepGaps, StageBoundariesAreMeasuredApart) {
   ModelWeights w;
-  WeightGroup vit, layer, head;
-  vit.name = "vision.blocks.0";
-  vit.kind = GroupKind::vision_block;
-  layer.name = "text.layers.0";
-  layer.kind = GroupKind::decoder_layer;
-  head.name = "text.head";
-  head.kind = GroupKind::lm_head;
-  w.groups = {vit, layer, head};
+  w.groups = {group_of("vision.blocks.0", GroupKind::vision_block),
+              group_of("text.layers.0", GroupKind::decoder_layer),
+              group_of("text.head", GroupKind::lm_head)};
   auto at = [](int g, Phase ph, int step) {
     Call c;
     c.group = g;
@@ -291,22 +279,12 @@ TEST(HostStepGaps, StageBoundariesAreMeasuredApart) {
   EXPECT_NEAR(*gaps[static_cast<size_t>(HostStep::sampling)].any, 0.5, 1e-12);
 }
 
-}  // namespace
-}  // namespace ferry
-
-namespace ferry {
-namespace {
-
 // The last resort: a (group, phase) no copy overlapped whose class has no ratio takes its time
 // beside background copies; one whose class has a ratio keeps the ratio; never below alone.
 TEST(ExeTimes, TheLastResortFillsOnlyWhatNothingElseTold) {
   ModelWeights w;
   auto add = [&](const char* name, GroupKind kind, uint64_t bytes) {
-    WeightGroup g;
-    g.name = name;
-    g.kind = kind;
-    g.bytes = bytes;
-    w.groups.push_back(g);
+    w.groups.push_back(group_of(name, kind, bytes));
   };
   add("vision.patch", GroupKind::vision_patch, 100);        // a class of one, never copying
   add("text.layers.0.attn", GroupKind::decoder_layer, 64);  // seen both ways: ratio 1.5

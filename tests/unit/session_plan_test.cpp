@@ -177,6 +177,7 @@ TEST(PlannerSessionOptions, TheLinkCheckScalesThePredictionToTheLinkFound) {
       sweep_weight_budgets(ctx->schedule, /*allow_sequential=*/false, 5);
   SessionOptions o = base_options();
   o.vram = ctx->fixed_bytes() + budgets[1];
+  o.link_check = true;  // off by default: bench asks for it
   Profile slow = ctx->profile;
   slow.source = "measured";
   for (GroupProfile& g : slow.groups) g.dma_s *= 1000;
@@ -209,6 +210,7 @@ TEST(PlannerSessionOptions, TheLinkCheckScalesThePredictionToTheLinkFound) {
   ASSERT_TRUE(unchecked.ok());
   EXPECT_FALSE((*unchecked)->planned().link_check.has_value());
   SessionOptions resident = base_options();
+  resident.link_check = true;
   auto b3 = create_cpu_backend();
   auto all = m.open(*b3, resident);
   ASSERT_TRUE(all.ok());
