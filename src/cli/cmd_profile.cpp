@@ -262,6 +262,7 @@ void profile(const ProfileArgs& a) {
     j["host"] = {{"sampling_s", p.host.sampling_s},
                  {"euler_s", p.host.euler_s},
                  {"launch_s", p.host.launch_s}};
+    if (p.host.inputs_s) j["host"]["inputs_s"] = *p.host.inputs_s;
     for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
       if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
         j["host"]["stage_entry_s"][phase_name(ph)] = *t;
@@ -311,6 +312,10 @@ void profile(const ProfileArgs& a) {
     }
   }
   if (!entries.empty()) std::printf("           stage entries: %s\n", entries.c_str());
+  if (p.host.inputs_s) {
+    std::printf("           inputs uploaded before the first call: %.1f us\n",
+                *p.host.inputs_s * 1e6);
+  }
   std::printf(
       "events     %.2f / %.2f / %.2f / %.2f us taken off every vision / prefill / decode / "
       "expert span (one timing event's cost)\n",

@@ -197,6 +197,12 @@ std::array<std::optional<double>, kPhaseCount> stage_entry_gaps(
   return out;
 }
 
+std::optional<double> inputs_upload_time(const std::vector<StreamTimeline>& timelines) {
+  std::vector<double> times;
+  for (const StreamTimeline& t : timelines) times.push_back(std::max(t.inputs_end, 0.0));
+  return median_of(std::move(times));
+}
+
 std::array<double, kPhaseCount> timing_event_cost(const std::vector<StreamTimeline>& timelines) {
   std::array<std::vector<double>, kPhaseCount> gaps;
   std::vector<double> all;
@@ -532,6 +538,8 @@ void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
     if (gap) m.host.stage_entry_s[p] = less_launch(*gap);
   }
   m.event_s = piped.event_s;
+  m.host.inputs_s = inputs_upload_time(m.timelines);
+  if (!m.host.inputs_s && alone != nullptr) m.host.inputs_s = inputs_upload_time(*alone);
 }
 
 Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& weights, int runs,

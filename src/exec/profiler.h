@@ -87,6 +87,10 @@ std::array<double, kPhaseCount> timing_event_cost(const std::vector<StreamTimeli
 std::array<std::optional<double>, kPhaseCount> stage_entry_gaps(
     const std::vector<StreamTimeline>& timelines);
 
+// From the origin to when the inference's inputs were on the device (StreamTimeline::
+// inputs_end), median over the timelines: HostCosts::inputs_s. Empty without timelines.
+std::optional<double> inputs_upload_time(const std::vector<StreamTimeline>& timelines);
+
 // C_EXE per group and phase, alone and with a copy running, set together for every (group,
 // phase) the timelines call. `pipelined`: the profiled plan's own runs; `sequential`, if given:
 // the same plan in sequential mode, where no copy runs beside a call, so every call there is

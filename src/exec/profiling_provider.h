@@ -15,7 +15,9 @@ class ProfilingProvider final : public GroupProvider {
   ProfilingProvider(GroupProvider& inner, ProfilingBackend& profiler)
       : inner_(inner), profiler_(profiler) {}
 
+  // The inputs uploaded before the first call (CallHandler::upload_inputs) count in its phase.
   Status begin(Stream& stream, std::span<const Call> calls) override {
+    if (!calls.empty()) profiler_.set_phase(phase_name(calls.front().phase));
     return inner_.begin(stream, calls);
   }
   Result<void*> acquire(Stream& stream, const Call& call) override {

@@ -45,6 +45,7 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
   const auto start = clock::now();
   auto phase_start = start;
   FERRY_RETURN_IF_ERROR(provider.begin(stream, calls));
+  FERRY_RETURN_IF_ERROR(handler.upload_inputs(stream));
   for (size_t i = 0; i < calls.size(); ++i) {
     const Call& c = calls[i];
     if (c.group < 0 || static_cast<size_t>(c.group) >= weights.groups.size()) {

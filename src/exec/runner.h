@@ -42,6 +42,12 @@ class CallHandler {
   virtual Status run_call(Stream& stream, const Call& call, const WeightGroup& group,
                           void* base) = 0;
 
+  // Enqueues the inference's inputs that the calls read from the host (the images' pixels) on
+  // `stream`, before the first call. The executor runs it after the provider's begin() and before
+  // the first acquire(): a provider that copies on a stream of its own starts the inference's
+  // copies after it, so the inputs cross the link alone instead of sharing it with copies.
+  virtual Status upload_inputs(Stream& /*stream*/) { return {}; }
+
   // Host work that reads the call's results (sampling after the LM head's last chunk, the Euler
   // update after expert.out); it may synchronize. The executor calls it after releasing the
   // call's group, so the copies of the groups that follow are already enqueued and run while the

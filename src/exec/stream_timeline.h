@@ -28,6 +28,8 @@ struct Span {
 
 struct StreamTimeline {
   std::vector<Call> calls;
+  double inputs_end = 0;             // the inputs on the device (CallHandler::upload_inputs): no
+                                     // call or copy starts before it
   std::vector<Span> compute;         // per call
   std::vector<int64_t> copy_of;      // per call: its index in `copies`, -1 when not streamed
   std::vector<Span> copies;          // per streamed call, in order (sequential mode: on the compute

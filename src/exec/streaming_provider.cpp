@@ -230,9 +230,23 @@ Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
   if (bounce_ != nullptr) bounce_->drain();
   timeline_recorded_ = timeline_on_;
   if (timeline_recorded_) FERRY_RETURN_IF_ERROR(prepare_timeline(stream));
-  // The ring starts full: the first `slots` ring copies (and fills that wait for nothing) at once.
-  if (plan_.mode == StreamMode::pipelined) FERRY_RETURN_IF_ERROR(issue_ready(stream));
+  // The first acquire starts the copies, after what the executor enqueued before it (the inputs).
+  started_ = false;
+  // A timing event: the timeline reads when the inputs were on the device from it.
+  if (!inputs_done_) inputs_done_ = backend_.create_timing_event();
   return {};
+}
+
+Status StreamingProvider::start_copies(Stream& compute) {
+  started_ = true;
+  // The inference's inputs are on `compute` now (CallHandler::upload_inputs): the copy stream
+  // waits for them, so they cross the link alone. Then the ring starts full: the first `slots`
+  // ring copies (and fills that wait for nothing) at once. Sequential mode copies on `compute`,
+  // after them anyway.
+  backend_.record(*inputs_done_, compute);
+  if (plan_.mode != StreamMode::pipelined) return {};
+  if (copy_stream_) backend_.wait(*copy_stream_, *inputs_done_);
+  return issue_ready(compute);
 }
 
 Status StreamingProvider::issue_ready(Stream& compute) {
@@ -294,6 +308,9 @@ Result<StreamTimeline> StreamingProvider::timeline() const {
   };
   StreamTimeline t;
   t.calls = calls_;
+  if (started_) {
+    FERRY_ASSIGN_OR_RETURN(t.inputs_end, backend_.elapsed_seconds(origin, *inputs_done_));
+  }
   t.copy_of.assign(calls_.size(), -1);
   for (size_t i = 0; i < calls_.size(); ++i) {
     FERRY_ASSIGN_OR_RETURN(Span sp, span(*timeline_.compute_start[i], *timeline_.compute_end[i]));
@@ -378,6 +395,7 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
                       "streaming: a call out of the order begin() was given (call " +
                           std::to_string(next_call_) + ")");
   }
+  if (!started_) FERRY_RETURN_IF_ERROR(start_copies(stream));
   const auto g = static_cast<size_t>(call.group);
   const CopyKind kind = order_.kind[next_call_];
   if (kind == CopyKind::none) {

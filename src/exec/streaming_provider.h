@@ -7,12 +7,14 @@
 // lends (lend()) once its activations are idle; a lent-cache hit copies nothing.
 //
 // Pipelined mode: a copy stream beside the compute stream, and per slot a DMA-done and a
-// compute-done event. The copy of streamed call u_k waits for the compute-done event of
-// u_{k-slots} (the slot's previous user), and the compute of u_k waits for its DMA-done event.
-// A fill waits for an event recorded after the compute of its `after` call (the region's last
-// user, or the last reader of an earlier entry it overwrites), and its call for the entry's
-// DMA-done event. Copies are enqueued in order, each as soon as the call it waits for has been
-// enqueued, never later, so they run ahead across stage and step boundaries; nothing in
+// compute-done event. An inference's copies start at its first acquire, after the inputs the
+// executor enqueued on the compute stream before it (CallHandler::upload_inputs): the copy
+// stream waits for them, so they cross the link alone. The copy of streamed call u_k waits for the
+// compute-done event of u_{k-slots} (the slot's previous user), and the compute of u_k waits for
+// its DMA-done event. A fill waits for an event recorded after the compute of its `after` call (the
+// region's last user, or the last reader of an earlier entry it overwrites), and its call for the
+// entry's DMA-done event. Copies are enqueued in order, each as soon as the call it waits for has
+// been enqueued, never later, so they run ahead across stage and step boundaries; nothing in
 // acquire/release allocates memory or waits on the host.
 //
 // Sequential mode: one slot, each copy enqueued on the compute stream right before its call, so
@@ -144,6 +146,9 @@ class StreamingProvider final : public GroupProvider {
   Status issue_copy(size_t k, Stream& compute);
   // Pipelined: enqueues, in order, every copy whose `after` call has been enqueued.
   Status issue_ready(Stream& compute);
+  // At the inference's first acquire: the copy stream waits for what `compute` holds so far (the
+  // inputs), then the copies that wait for no call are enqueued.
+  Status start_copies(Stream& compute);
   // Where copy `k` lands, and the events it records and waits for.
   void* destination(const CopyItem& item) const;
   // The copies of group `g` into `dst` on `on`, through the path in use (bounce: on the calling
@@ -192,9 +197,11 @@ class StreamingProvider final : public GroupProvider {
   // The call sequence being executed, its copies, and where execution stands in it.
   std::vector<Call> calls_;
   CopyOrder order_;
-  bool order_built_ = false;  // order_ and after_event_ are those of calls_
-  size_t next_call_ = 0;      // the call acquire expects next
-  size_t issued_ = 0;         // copies enqueued (index into order_.items)
+  bool order_built_ = false;            // order_ and after_event_ are those of calls_
+  size_t next_call_ = 0;                // the call acquire expects next
+  size_t issued_ = 0;                   // copies enqueued (index into order_.items)
+  bool started_ = false;                // this inference's copies have begun (start_copies)
+  std::unique_ptr<Event> inputs_done_;  // recorded on the compute stream after the inputs
   StreamingStats stats_;
 };
 

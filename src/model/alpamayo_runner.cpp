@@ -43,7 +43,7 @@ class VisionLanguageHandler : public CallHandler {
     bool operator==(const ExpertRecording&) const = default;
   };
 
-  VisionLanguageHandler(std::optional<VisionEncoder>& vision, std::span<const float> pixels,
+  VisionLanguageHandler(std::optional<VisionEncoder>& vision, std::span<const uint16_t> pixels,
                         TextGeneration& text, std::optional<ActionExpert>& expert,
                         int32_t future_start, bool hash_cache, GraphCache* graphs,
                         ExpertRecording& recorded)
@@ -74,6 +74,13 @@ class VisionLanguageHandler : public CallHandler {
     return make_error(ErrorCode::internal, "unknown phase");
   }
 
+  // The pixels (bf16) and the vision tables, before the first call: the executor then starts the
+  // inference's weight copies after them.
+  Status upload_inputs(Stream& stream) override {
+    if (!vision_) return {};
+    return vision_->upload_pixels(stream, pixels_);
+  }
+
   Status host_step(Stream& stream, const Call& call, const WeightGroup& group) override {
     switch (call.phase) {
       case Phase::prefill:
@@ -102,7 +109,6 @@ class VisionLanguageHandler : public CallHandler {
     if (!vision_) return make_error(ErrorCode::internal, "vision call without images");
     switch (group.kind) {
       case GroupKind::vision_patch:
-        FERRY_RETURN_IF_ERROR(vision_->upload_pixels(stream, pixels_));
         return vision_->run_patch(stream, group, base);
       case GroupKind::vision_block:
         return vision_->run_block(stream, group.layer, group, base);
@@ -159,7 +165,7 @@ class VisionLanguageHandler : public CallHandler {
   ExpertRecording& recorded_;
   bool hash_cache_;
   std::optional<VisionEncoder>& vision_;
-  std::span<const float> pixels_;
+  std::span<const uint16_t> pixels_;  // bf16
   TextGeneration& text_;
   std::optional<ActionExpert>& expert_;
   int32_t future_start_;
@@ -205,8 +211,10 @@ class VisionLanguageRunner final : public ModelRunner {
   std::vector<Call> calls_;
   SharedRegion shared_;  // declared before its users: destroyed after them
   std::optional<VisionEncoder> vision_;
-  HostBuffer pixel_buffer_;  // page-locked on CUDA: the upload runs at the link's speed
-  std::span<float> pixels_;
+  std::vector<float> pixels_;  // the inputs' pixel_values (f32, as given)
+  // The same rounded to bf16, page-locked on CUDA: the upload runs at the link's speed.
+  HostBuffer pixel_buffer_;
+  std::span<uint16_t> pixels_bf16_;
   std::vector<std::array<int64_t, 3>> grids_;
   EgoHistory history_;
   std::optional<TextGeneration> text_;
@@ -264,10 +272,12 @@ Status VisionLanguageRunner::init() {
         VisionEncoder::create(vlm->vision, backend_, geoms, &shared_, /*outputs_at_tail=*/true));
     const int64_t count = pixel_value_count(geoms, vlm->vision);
     FERRY_ASSIGN_OR_RETURN(pixel_buffer_,
-                           backend_.allocate_host(static_cast<size_t>(count) * sizeof(float)));
-    pixels_ =
-        std::span<float>(static_cast<float*>(pixel_buffer_.data()), static_cast<size_t>(count));
+                           backend_.allocate_host(static_cast<size_t>(count) * sizeof(uint16_t)));
+    pixels_bf16_ = std::span<uint16_t>(static_cast<uint16_t*>(pixel_buffer_.data()),
+                                       static_cast<size_t>(count));
+    pixels_.resize(static_cast<size_t>(count));
     synthetic_pixel_values_into(sub_seed(workload_.seed, 3), geoms, vlm->vision, pixels_);
+    round_pixels_bf16(pixels_, pixels_bf16_);
     vision_.emplace(std::move(enc));
   }
 
@@ -331,6 +341,7 @@ Status VisionLanguageRunner::set_inputs(ModelInputs in) {
   }
   FERRY_RETURN_IF_ERROR(text_->set_prompt(std::move(in.prompt), std::move(positions)));
   std::copy(in.pixel_values.begin(), in.pixel_values.end(), pixels_.begin());
+  round_pixels_bf16(pixels_, pixels_bf16_);
   if (in.history) history_ = *in.history;
   if (vision_) text_->set_visual(visual_at(std::move(rows)));
   text_->set_stop(std::move(in.stop), std::move(in.on_token));
@@ -345,7 +356,7 @@ Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, GroupProvider&
   if (expert_) expert_->begin(sub_seed(workload_.seed, 5));
   const auto future_start =
       static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
-  VisionLanguageHandler handler(vision_, pixels_, *text_, expert_, future_start,
+  VisionLanguageHandler handler(vision_, pixels_bf16_, *text_, expert_, future_start,
                                 options_.hash_kv_cache, graphs, expert_recording_);
   FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(backend_, stream, weights_, calls_, provider,
                                                    handler, options_.exec, graphs));

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/bf16.h"
 #include "core/finite.h"
 #include "model/group_view.h"
 #include "model/vision_tables.h"
@@ -37,7 +38,7 @@ Status VisionEncoder::for_each_buffer(F&& f) {
   const VisionConfig& c = config_;
   const int64_t n = num_patches_, h = c.hidden_size, t = n / 4, half = c.head_dim() / 2;
   deepstack_.resize(c.deepstack_visual_indexes.size());
-  FERRY_RETURN_IF_ERROR(f(pixels_, n, c.patch_values(), DType::f32));
+  FERRY_RETURN_IF_ERROR(f(pixels_, n, c.patch_values(), DType::bf16));
   FERRY_RETURN_IF_ERROR(f(pos_idx_, n, 4, DType::i32));
   FERRY_RETURN_IF_ERROR(f(pos_weight_, n, 4, DType::f32));
   FERRY_RETURN_IF_ERROR(f(rope_cos_, n, half, DType::f32));
@@ -48,10 +49,6 @@ Status VisionEncoder::for_each_buffer(F&& f) {
   FERRY_RETURN_IF_ERROR(f(qkv_, n, 3 * h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(attn_, n, h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(mlp_, n, c.intermediate_size, DType::bf16));
-  // The bf16 pixels the patch embedding reads: in the MLP buffer when it is wide enough (it is
-  // free until the first block), else a buffer of their own.
-  const bool own_pixels = c.intermediate_size < c.patch_values();
-  FERRY_RETURN_IF_ERROR(f(pixels_bf16_, own_pixels ? n : 0, c.patch_values(), DType::bf16));
   FERRY_RETURN_IF_ERROR(f(merger_mid_, t, 4 * h, DType::bf16));
   FERRY_RETURN_IF_ERROR(f(embeds_, t, c.out_hidden_size, DType::bf16));
   for (DeviceBuffer& d : deepstack_) {
@@ -228,8 +225,19 @@ Status VisionEncoder::upload_pixels(Stream& stream, std::span<const float> pixel
     return invalid("pixel_values has " + std::to_string(pixel_values.size()) +
                    " values, expected " + std::to_string(expected));
   }
+  pixels_host_.resize(pixel_values.size());
+  round_pixels_bf16(pixel_values, pixels_host_);
+  return upload_pixels(stream, std::span<const uint16_t>(pixels_host_));
+}
+
+Status VisionEncoder::upload_pixels(Stream& stream, std::span<const uint16_t> pixels_bf16) {
+  const int64_t expected = num_patches_ * config_.patch_values();
+  if (static_cast<int64_t>(pixels_bf16.size()) != expected) {
+    return invalid("pixel_values has " + std::to_string(pixels_bf16.size()) + " values, expected " +
+                   std::to_string(expected));
+  }
   Backend& b = *backend_;
-  b.copy_to_device(stream, pixels_.data(), pixel_values.data(), pixel_values.size_bytes());
+  b.copy_to_device(stream, pixels_.data(), pixels_bf16.data(), pixels_bf16.size_bytes());
   b.copy_to_device(stream, pos_idx_.data(), pos_idx_host_.data(),
                    pos_idx_host_.size() * sizeof(int32_t));
   b.copy_to_device(stream, pos_weight_.data(), pos_weight_host_.data(),
@@ -257,13 +265,8 @@ Status VisionEncoder::run_patch(Stream& stream, const WeightGroup& group, void* 
   const TensorView x = hidden();
   const TensorView pe = buffer_view(norm_, DType::bf16, n, h);
   // Conv3d with kernel == stride is a Linear over the patchified rows of bf16-rounded pixels
-  // (spec §3.2.1). The rounding is a Cast of its own (the Linear would round the same way) so
-  // that no op needs scratch memory for a copy of all the pixels.
-  const bool own_pixels = c.intermediate_size < c.patch_values();
-  const TensorView px =
-      make_view(own_pixels ? pixels_bf16_.data() : mlp_.data(), DType::bf16, n, c.patch_values());
-  FERRY_RETURN_IF_ERROR(
-      b.run(stream, Cast{buffer_view(pixels_, DType::f32, n, c.patch_values()), px}));
+  // (spec §3.2.1); the rounding was done on the host before the upload (round_pixels_bf16).
+  const TensorView px = buffer_view(pixels_, DType::bf16, n, c.patch_values());
   FERRY_RETURN_IF_ERROR(b.run(stream, Linear{px, w, bias, x}));
   FERRY_RETURN_IF_ERROR(
       b.run(stream, PosEmbedInterp{table, buffer_view(pos_idx_, DType::i32, n, 4),
@@ -422,6 +425,11 @@ uint64_t splitmix64(uint64_t& state) {
 }
 
 }  // namespace
+
+void round_pixels_bf16(std::span<const float> pixels, std::span<uint16_t> out) {
+  FERRY_CHECK(out.size() == pixels.size(), "round_pixels_bf16: output size");
+  std::transform(pixels.begin(), pixels.end(), out.begin(), f32_to_bf16);
+}
 
 int64_t pixel_value_count(const std::vector<ImageGeometry>& images, const VisionConfig& config) {
   const int64_t ps = config.patch_size;

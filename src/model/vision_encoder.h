@@ -60,8 +60,12 @@ class VisionEncoder {
   const std::vector<ImageGeometry>& images() const { return images_; }
 
   // Enqueues the pixel upload and the host tables (position-embedding corners and weights,
-  // rotary cos/sin, the images' row offsets). pixel_values: [num_patches, patch_values] f32 in the
-  // §3.1 order. The host memory must stay valid and unchanged until the stream has synchronized.
+  // rotary cos/sin, the images' row offsets). pixels_bf16: [num_patches, patch_values] in the
+  // §3.1 order, already rounded to bf16 (round_pixels_bf16): the patch embedding reads them in
+  // bf16 (spec §3.2.1), so the link carries half the bytes of f32 pixels. The host memory must
+  // stay valid and unchanged until the stream has synchronized.
+  Status upload_pixels(Stream& stream, std::span<const uint16_t> pixels_bf16);
+  // The same from f32 pixel_values, rounded here into a host buffer of the encoder's.
   Status upload_pixels(Stream& stream, std::span<const float> pixel_values);
   // "vision.patch": x = bf16(patch·Wᵀ + b) + bilinear pos-embed (§3.2).
   Status run_patch(Stream& stream, const WeightGroup& group, void* base);
@@ -113,10 +117,11 @@ class VisionEncoder {
   std::vector<float> rope_cos_host_;    // [N, head_dim/2]
   std::vector<float> rope_sin_host_;    // [N, head_dim/2]
   std::vector<int32_t> segments_host_;  // [images + 1]: first patch row of each image, then N
+  std::vector<uint16_t> pixels_host_;   // the f32 upload's pixels rounded to bf16
   int64_t max_patches_ = 0;             // patches of the largest image
 
   // Device buffers (N = num_patches, T = N/4, H = hidden).
-  DeviceBuffer pixels_;                  // [N, patch_values] f32
+  DeviceBuffer pixels_;                  // [N, patch_values] bf16
   DeviceBuffer pos_idx_;                 // [N, 4] i32
   DeviceBuffer pos_weight_;              // [N, 4] f32
   DeviceBuffer rope_cos_;                // [N, head_dim/2] f32
@@ -127,7 +132,6 @@ class VisionEncoder {
   DeviceBuffer qkv_;                     // [N, 3H] bf16
   DeviceBuffer attn_;                    // [N, H] bf16
   DeviceBuffer mlp_;                     // [N, intermediate] bf16
-  DeviceBuffer pixels_bf16_;             // [N, patch_values] bf16 when mlp_ is narrower
   DeviceBuffer merger_mid_;              // [T, 4H] bf16: merger fc1 output
   DeviceBuffer embeds_;                  // [T, out_hidden] bf16
   std::vector<DeviceBuffer> deepstack_;  // each [N/4, out_hidden] bf16
@@ -140,8 +144,11 @@ std::vector<float> synthetic_pixel_values(uint64_t seed, const std::vector<Image
                                           const VisionConfig& config);
 // The number of floats synthetic_pixel_values produces for `images`.
 int64_t pixel_value_count(const std::vector<ImageGeometry>& images, const VisionConfig& config);
-// The same values written into `out` (exactly pixel_value_count floats), e.g. page-locked memory.
+// The same values written into `out` (exactly pixel_value_count floats).
 void synthetic_pixel_values_into(uint64_t seed, const std::vector<ImageGeometry>& images,
                                  const VisionConfig& config, std::span<float> out);
+// pixel_values rounded to bf16 (round to nearest even, core/bf16.h), as the patch embedding's
+// cast does on the device: what upload_pixels sends. `out` holds exactly pixels.size() values.
+void round_pixels_bf16(std::span<const float> pixels, std::span<uint16_t> out);
 
 }  // namespace ferry

@@ -102,6 +102,7 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
                           std::to_string(need) + " bytes");
   }
   LowerBound lb;
+  lb.compute_s = s.inputs_s;
   for (size_t i = 0; i < s.calls.size(); ++i) {
     const double exe = s.map_allowed[static_cast<size_t>(s.calls[i].group)]
                            ? std::min(s.exe_s[i], s.exe_mapped_s[i])
@@ -156,7 +157,7 @@ Result<LowerBound> latency_lower_bound(const Schedule& s, uint64_t weight_budget
     const uint64_t saved = lent_cache_savings_bound(s, lent_bytes);
     lb.min_link_bytes -= std::min(lb.min_link_bytes, saved);
   }
-  lb.link_s = static_cast<double>(lb.min_link_bytes) / s.link_bytes_per_s;
+  lb.link_s = s.inputs_s + static_cast<double>(lb.min_link_bytes) / s.link_bytes_per_s;
   lb.total_s = std::max(lb.compute_s, lb.link_s);
   return lb;
 }

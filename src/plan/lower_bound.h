@@ -1,10 +1,12 @@
 // Bounds no plan can beat, for a budget of device bytes for weights (resident groups + slots).
 //
 // Time: T_lb = max(compute, link) where
-//   compute = Σ C_EXE over the calls + Σ host steps: the all-resident time, with every host
-//             launch assumed hidden (no plan computes less or skips a host step);
-//   link    = min_link_bytes / link peak: no plan moves fewer bytes, and the link moves them no
-//             faster than its measured peak.
+//   compute = inputs + Σ C_EXE over the calls + Σ host steps: the all-resident time, with every
+//             host launch assumed hidden (no plan computes less or skips a host step);
+//   link    = inputs + min_link_bytes / link peak: no plan moves fewer bytes, and the link moves
+//             them no faster than its measured peak;
+//   inputs  = Schedule::inputs_s, the inputs' upload, which has the compute stream and the link
+//             to itself before the first call and the first copy.
 // min_link_bytes is a relaxation of the real problem, so it never exceeds what the best plan
 // moves:
 //   - If every group that may not stay on the host fits, nothing has to cross: 0.
@@ -39,9 +41,9 @@
 namespace ferry {
 
 struct LowerBound {
-  double compute_s = 0;         // Σ C_EXE + Σ host steps
+  double compute_s = 0;         // inputs + Σ C_EXE + Σ host steps
   uint64_t min_link_bytes = 0;  // the fewest bytes any plan in the budget moves
-  double link_s = 0;            // min_link_bytes / link peak
+  double link_s = 0;            // inputs + min_link_bytes / link peak
   double total_s = 0;           // max(compute_s, link_s)
 };
 

@@ -72,9 +72,11 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
     const auto g = static_cast<size_t>(s.calls[static_cast<size_t>(i)].group);
     if (plan.placement[g] == Placement::host && !s.gathers_rows[g]) last = i;
   }
+  // The inputs' upload has the compute stream and the link to itself first (Schedule::inputs_s);
+  // the host enqueues it without waiting.
   double host_clock = 0;
-  double prev_end = 0;
-  double copy_free = 0;
+  double prev_end = s.inputs_s;
+  double copy_free = s.inputs_s;
   size_t consumed = 0;   // copies whose calls have computed
   size_t scheduled = 0;  // copies scheduled (pipelined mode)
   // Pipelined: schedules every copy whose `after` call is among the first `computed` calls.

@@ -9,6 +9,8 @@
 //     copy_start(c_j) = max(copy_end(c_{j-1}), compute_end(after(c_j)))
 //                       [sequential mode instead: compute_end(the call before c_j's)]
 //     copy_end(c_j)   = copy_start(c_j) + C_DMA(group)
+//   The inputs' upload (Schedule::inputs_s) comes first on the compute stream, and the copy
+//   stream waits for it: both engines start their work at inputs_s.
 //   The host enqueues calls in order, launch_s each; after a call with a host step it first
 //   waits for that call's compute, then spends the step's time:
 //     enqueued(i)     = host clock after launching i

@@ -112,8 +112,9 @@ ojson phase_times_json(const PhaseTimes& times, const PhaseTimes* only) {
 }
 
 Result<HostCosts> read_host(const json& j) {
-  FERRY_RETURN_IF_ERROR(check_keys(j, "\"host\"", {"sampling_s", "euler_s", "launch_s"},
-                                   {"sampling_copying_s", "euler_copying_s", "stage_entry_s"}));
+  FERRY_RETURN_IF_ERROR(
+      check_keys(j, "\"host\"", {"sampling_s", "euler_s", "launch_s"},
+                 {"sampling_copying_s", "euler_copying_s", "stage_entry_s", "inputs_s"}));
   HostCosts h;
   FERRY_ASSIGN_OR_RETURN(h.sampling_s,
                          read_number(j["sampling_s"], "host.sampling_s", 0, kMaxProfileSeconds));
@@ -121,8 +122,9 @@ Result<HostCosts> read_host(const json& j) {
                          read_number(j["euler_s"], "host.euler_s", 0, kMaxProfileSeconds));
   FERRY_ASSIGN_OR_RETURN(h.launch_s,
                          read_number(j["launch_s"], "host.launch_s", 0, kMaxProfileSeconds));
-  for (auto [key, out] : {std::pair{"sampling_copying_s", &h.sampling_copying_s},
-                          std::pair{"euler_copying_s", &h.euler_copying_s}}) {
+  for (auto [key, out] :
+       {std::pair{"sampling_copying_s", &h.sampling_copying_s},
+        std::pair{"euler_copying_s", &h.euler_copying_s}, std::pair{"inputs_s", &h.inputs_s}}) {
     if (!j.contains(key)) continue;
     FERRY_ASSIGN_OR_RETURN(double t,
                            read_number(j[key], std::string("host.") + key, 0, kMaxProfileSeconds));
@@ -204,6 +206,7 @@ std::string profile_to_json(const Profile& p) {
                {"launch_s", p.host.launch_s}};
   if (p.host.sampling_copying_s) j["host"]["sampling_copying_s"] = *p.host.sampling_copying_s;
   if (p.host.euler_copying_s) j["host"]["euler_copying_s"] = *p.host.euler_copying_s;
+  if (p.host.inputs_s) j["host"]["inputs_s"] = *p.host.inputs_s;
   if (std::any_of(p.host.stage_entry_s.begin(), p.host.stage_entry_s.end(),
                   [](const auto& t) { return t.has_value(); })) {
     j["host"]["stage_entry_s"] = phase_times_json(p.host.stage_entry_s, nullptr);
@@ -357,6 +360,12 @@ Result<Profile> estimate_profile(const ModelConfig& config, const ModelWeights& 
                       "all be positive");
   }
   Profile p = profile_skeleton(weights, rates, "estimated");
+  // The images' pixels, in bf16, cross the link before the first call (HostCosts::inputs_s).
+  if (const Qwen3VLConfig* vlm = config.vlm(); vlm != nullptr && ctx.image_patches > 0) {
+    const double pixel_bytes = static_cast<double>(ctx.image_patches) *
+                               static_cast<double>(vlm->vision.patch_values()) * 2.0;
+    p.host.inputs_s = pixel_bytes / rates.link_bytes_per_s;
+  }
   for (size_t i = 0; i < weights.groups.size(); ++i) {
     p.groups[i].dma_s = static_cast<double>(weights.groups[i].bytes) / rates.link_bytes_per_s;
   }

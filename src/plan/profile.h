@@ -10,7 +10,8 @@
 //    "compute": {"peak_flops": 7.9e14, "memory_bandwidth_bytes_per_s": 4.3e12},
 //    "host": {"sampling_s": 1.2e-4, "euler_s": 3e-5, "launch_s": 4e-6,
 //             "sampling_copying_s": 1.5e-4, "euler_copying_s": 3e-5,
-//             "stage_entry_s": {"prefill": 1.1e-3, "decode": 9e-4, "expert": 1.2e-4}},
+//             "stage_entry_s": {"prefill": 1.1e-3, "decode": 9e-4, "expert": 1.2e-4},
+//             "inputs_s": 6.7e-4},
 //    "workload": {"num_images": 16, ..., "flow_steps": 10},
 //    "groups": [{"name": "text.layers.0.gate_up", "bytes": 201334784, "dma_s": 0.00364,
 //                "exe_s": {"prefill": 0.0052, "decode": 0.00023},
@@ -85,6 +86,12 @@ struct HostCosts {
   // step after the previous stage's last call (the sampling after prefill is part of it).
   // Absent for a phase: that call's own host step, or none.
   std::array<std::optional<double>, kPhaseCount> stage_entry_s;
+  // From the inference's start until its inputs (the images' pixels) are on the device: the
+  // executor uploads them on the compute stream before the first call, and the copies start after
+  // them (CallHandler::upload_inputs), so the compute engine and the link are both taken until
+  // then. Absent: 0 (a profile from before the upload moved out of the first call, whose C_EXE
+  // then holds it).
+  std::optional<double> inputs_s;
 };
 
 // What the profile was measured with (C_EXE depends on it); informative, all optional.

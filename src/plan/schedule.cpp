@@ -38,6 +38,7 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
   Schedule s;
   s.calls = calls;
   s.launch_s = profile.host.launch_s;
+  s.inputs_s = profile.host.inputs_s.value_or(0);
   s.link_bytes_per_s = profile.link_bytes_per_s;
   const size_t n = weights.groups.size();
   s.dma_s.resize(n);

@@ -53,8 +53,9 @@ struct Schedule {
   std::vector<bool> map_allowed;             // per group: the planner may map it: measured, and
                                              // the caller (planning_context) says its file range
                                              // can be read in place; make_schedule sets none
-  double launch_s = 0;                       // host time to enqueue one call
-  double link_bytes_per_s = 0;               // the profile's link peak
+  double inputs_s = 0;  // the inputs' upload before the first call and copy (HostCosts::inputs_s)
+  double launch_s = 0;  // host time to enqueue one call
+  double link_bytes_per_s = 0;  // the profile's link peak
 
   size_t group_count() const { return dma_s.size(); }
 };

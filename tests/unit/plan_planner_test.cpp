@@ -228,7 +228,7 @@ TEST(PlanPlanner, RealShapesWithAnEstimatedProfile) {
     rates.link_bytes_per_s = 55e9;
     rates.peak_flops = 7e14;
     rates.memory_bandwidth = 3.5e12;
-    rates.host = HostCosts{1e-4, 3e-5, 4e-6, {}, {}, {}};
+    rates.host = HostCosts{1e-4, 3e-5, 4e-6, {}, {}, {}, {}};
     auto profile =
         estimate_profile(config.value(), w, calls.value(),
                          cost_context(config.value(), c.workload, prompt, prompt), rates);

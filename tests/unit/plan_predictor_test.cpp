@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 
+#include "plan/lower_bound.h"
 #include "plan/predictor.h"
 #include "plan_toy_model.h"
 
@@ -522,6 +523,55 @@ TEST(PlanPredictor, AStageEntryIsAHostStepAtTheBoundary) {
   // The entry is counted as host time of the stage it ends.
   EXPECT_DOUBLE_EQ(got->phases[phase_index(Phase::vision)].host_s, 0.125);
   EXPECT_DOUBLE_EQ(got->phases[phase_index(Phase::prefill)].host_s, 0.5);
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// The inputs' upload takes the compute stream and the link first: the first call and the first
+// copy both start after it, and the lower bound counts it on both sides.
+TEST(PlanPredictor, TheInputsUploadComesBeforeEveryCallAndCopy) {
+  testing::ToyBuilder b(1e3);
+  const int patch = b.group("vision.patch", GroupKind::vision_patch, 1000, 2.0);
+  const int block = b.group("vision.blocks.0", GroupKind::vision_block, 1000, 2.0);
+  b.exe(patch, Phase::vision, 1.0).exe(block, Phase::vision, 3.0);
+  b.step({patch, block}, Phase::vision, 0);
+  b.host(0, 0, 0);
+  testing::Toy t = b.build();
+  Plan all;
+  all.placement.assign(2, Placement::resident);
+  all.slots = 0;
+  all.slot_bytes = 0;
+  Plan streamed;
+  streamed.placement = {Placement::resident, Placement::streamed};
+  streamed.slots = 2;
+  streamed.slot_bytes = align_group_bytes(1000);
+  auto before = predict(t.weights, t.schedule(), streamed);
+  ASSERT_TRUE(before.ok()) << before.error().message;
+  EXPECT_DOUBLE_EQ(before->total_s, 2.0 + 3.0);  // the block waits for its copy [0, 2]
+  t.profile.host.inputs_s = 1.5;
+  const Schedule s = t.schedule();
+  EXPECT_DOUBLE_EQ(s.inputs_s, 1.5);
+  std::vector<CallTiming> trace;
+  auto got = predict(t.weights, s, streamed, &trace);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_DOUBLE_EQ(trace[0].compute_start, 1.5);  // right after the upload
+  EXPECT_DOUBLE_EQ(trace[1].copy_start, 1.5);     // the copy waited for it too
+  EXPECT_DOUBLE_EQ(trace[1].compute_start, 3.5);  // its copy [1.5, 3.5]
+  EXPECT_DOUBLE_EQ(got->total_s, 6.5);
+  EXPECT_DOUBLE_EQ(got->phases[phase_index(Phase::vision)].wall_s, 6.5);
+  auto resident = predict(t.weights, s, all);
+  ASSERT_TRUE(resident.ok());
+  EXPECT_DOUBLE_EQ(resident->total_s, 1.5 + 1.0 + 3.0);
+  // Room for everything: nothing must cross but the inputs.
+  auto lb = latency_lower_bound(s, 1u << 30);
+  ASSERT_TRUE(lb.ok()) << lb.error().message;
+  EXPECT_DOUBLE_EQ(lb->compute_s, 1.5 + 4.0);
+  EXPECT_DOUBLE_EQ(lb->link_s, 1.5);
+  EXPECT_DOUBLE_EQ(lb->total_s, 5.5);
 }
 
 }  // namespace

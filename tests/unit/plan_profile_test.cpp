@@ -163,6 +163,27 @@ TEST(PlanProfile, StageEntriesRoundTripAndAreChecked) {
   }
 }
 
+TEST(PlanProfile, InputsUploadRoundTripsAndIsChecked) {
+  Toy t = small_toy();
+  t.profile.host.inputs_s = 6.7e-4;
+  auto back = parse_profile(profile_to_json(t.profile));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  ASSERT_TRUE(back->host.inputs_s.has_value());
+  EXPECT_DOUBLE_EQ(*back->host.inputs_s, 6.7e-4);
+  // Not measured: no key written, none read (an older profile).
+  EXPECT_EQ(toy_json().find("inputs_s"), std::string::npos);
+  auto none = parse_profile(toy_json());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->host.inputs_s.has_value());
+  for (const auto& [why, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"negative", -1e-3}, {"a string", "1ms"}, {"too long", 1e9}}) {
+    auto p = parse_profile(edited([&](auto& j) { j["host"]["inputs_s"] = value; }));
+    ASSERT_FALSE(p.ok()) << why;
+    EXPECT_NE(p.error().message.find("inputs_s"), std::string::npos)
+        << why << ": " << p.error().message;
+  }
+}
+
 TEST(PlanProfile, HostileFilesAreRefusedWithTheReason) {
   struct Case {
     std::string why;
@@ -269,7 +290,7 @@ TEST(PlanProfile, EstimateFromTheCostModel) {
   rates.link_bytes_per_s = 50e9;
   rates.peak_flops = 5e14;
   rates.memory_bandwidth = 4e12;
-  rates.host = HostCosts{1e-4, 2e-5, 5e-6, {}, {}, {}};
+  rates.host = HostCosts{1e-4, 2e-5, 5e-6, {}, {}, {}, {}};
   auto p = estimate_profile(config.value(), weights.value(), calls.value(), ctx, rates);
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_EQ(p->source, "estimated");
@@ -289,6 +310,12 @@ TEST(PlanProfile, EstimateFromTheCostModel) {
   const GroupProfile* l0 = p->find("text.layers.0.attn");
   ASSERT_NE(l0, nullptr);
   EXPECT_GT(*l0->exe_s[phase_index(Phase::prefill)], *l0->exe_s[phase_index(Phase::decode)]);
+  // The images' bf16 pixels cross the link before the first call.
+  ASSERT_TRUE(p->host.inputs_s.has_value());
+  const double pixel_bytes = static_cast<double>(ctx.image_patches) *
+                             static_cast<double>(config->vlm()->vision.patch_values()) * 2.0;
+  EXPECT_GT(ctx.image_patches, 0);
+  EXPECT_DOUBLE_EQ(*p->host.inputs_s, pixel_bytes / 50e9);
   // The round trip of an estimate parses.
   EXPECT_TRUE(parse_profile(profile_to_json(p.value())).ok());
 

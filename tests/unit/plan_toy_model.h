@@ -75,7 +75,7 @@ class ToyBuilder {
     return *this;
   }
   ToyBuilder& host(double sampling_s, double euler_s, double launch_s) {
-    toy_.profile.host = HostCosts{sampling_s, euler_s, launch_s, {}, {}, {}};
+    toy_.profile.host = HostCosts{sampling_s, euler_s, launch_s, {}, {}, {}, {}};
     return *this;
   }
   Toy build() const { return toy_; }

@@ -2,6 +2,8 @@
 // lone copy times scaled by the ratio measured on the groups that were streamed.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "exec/profiler.h"
 #include "plan/schedule.h"
 
@@ -277,6 +279,22 @@ TEST(HostStepGaps, StageBoundariesAreMeasuredApart) {
   const auto gaps = host_step_gaps({timeline(0.25, 3.0)}, w);
   ASSERT_TRUE(gaps[static_cast<size_t>(HostStep::sampling)].any.has_value());
   EXPECT_NEAR(*gaps[static_cast<size_t>(HostStep::sampling)].any, 0.5, 1e-12);
+}
+
+// The inputs' upload time is the median of the timelines' inputs_end.
+TEST(InputsUploadTime, TheMedianOverTheTimelines) {
+  auto timeline = [](double inputs_end) {
+    StreamTimeline t;
+    t.calls = {call_of(0)};
+    t.compute = {{inputs_end, inputs_end + 1}};
+    t.copy_of = {-1};
+    t.inputs_end = inputs_end;
+    return t;
+  };
+  EXPECT_FALSE(inputs_upload_time({}).has_value());
+  const auto got = inputs_upload_time({timeline(0.25), timeline(3.0), timeline(0.5)});
+  ASSERT_TRUE(got.has_value());
+  EXPECT_NEAR(*got, 0.5, 1e-12);
 }
 
 // The last resort: a (group, phase) no copy overlapped whose class has no ratio takes its time

@@ -108,7 +108,9 @@ class RecordingBackend final : public Backend {
 class RecordingProvider final : public GroupProvider {
  public:
   RecordingProvider(GroupProvider& inner, RecordingBackend& rec) : inner_(inner), rec_(rec) {}
+  // The inputs go up before the first call, in its phase (as ProfilingProvider counts them).
   Status begin(Stream& stream, std::span<const Call> calls) override {
+    if (!calls.empty()) rec_.phase = phase_name(calls.front().phase);
     return inner_.begin(stream, calls);
   }
   Result<void*> acquire(Stream& stream, const Call& call) override {

@@ -109,5 +109,42 @@ TEST_P(Timelines, SpansFollowTheExecutorsSchedule) {
 
 INSTANTIATE_TEST_SUITE_P(Slots, Timelines, ::testing::Values(2, 3));
 
+// The images' pixels go up before the first call, and the copy stream waits for them: no copy
+// starts before the inputs are on the device (under random delays on every stream, a copy that
+// did not wait would often start during the upload), and the outputs stay the all-resident
+// run's.
+TEST(Timelines, CopiesStartAfterTheInputs) {
+  testing::TinyCheckpoint m("alpamayo-tiny", "inputs");
+  auto want = m.run(SessionOptions{});
+  ASSERT_TRUE(want.ok()) << want.error().to_string();
+  for (const StreamMode mode : {StreamMode::pipelined, StreamMode::sequential}) {
+    SessionOptions o;
+    o.plan.resident = std::vector<std::string>{"vision.patch"};
+    o.plan.mode = mode;
+    o.plan.mode_given = true;
+    o.plan.slots = mode == StreamMode::sequential ? 1 : 2;
+    o.plan.lent_cache = false;
+    o.streaming.poison_slots = true;
+    CpuBackendOptions delays = testing::hostile_streams();
+    delays.max_delay_us = 1000;
+    auto backend = create_cpu_backend(delays);
+    auto s = m.open(*backend, o);
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    StreamingProvider& p = (*s)->streaming_provider();
+    p.set_timeline(true);
+    for (int run = 0; run < 3; ++run) {
+      auto got = (*s)->run();
+      ASSERT_TRUE(got.ok()) << got.error().to_string();
+      testing::expect_same(*got, *want, "inputs first");
+      auto t = p.timeline();
+      ASSERT_TRUE(t.ok()) << t.error().to_string();
+      ASSERT_FALSE(t->copies.empty());
+      EXPECT_GT(t->inputs_end, 0.0) << "the upload took some time";
+      EXPECT_GE(t->compute.front().start, t->inputs_end);
+      EXPECT_GE(t->copies.front().start, t->inputs_end) << "a copy shared the link with the inputs";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ferry

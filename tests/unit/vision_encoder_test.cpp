@@ -223,10 +223,10 @@ TEST(VisionEncoder, RealConfigGeometry) {
   EXPECT_EQ(enc->num_deepstack(), 3);
   EXPECT_EQ(enc->image_embeds().cols, 4096);
   EXPECT_EQ(enc->deepstack(2).rows, 180);
-  // f32 pixels, i32/f32 corner tables, f32 cos/sin, the i32 image offsets {0, 720}; bf16 x,
+  // bf16 pixels, i32/f32 corner tables, f32 cos/sin, the i32 image offsets {0, 720}; bf16 x,
   // norm, qkv, attn, mlp; the merger's fc1 output, and four [180, 4096] outputs.
   const uint64_t n = 720;
-  EXPECT_EQ(enc->activation_bytes(), n * 1536 * 4 + 2 * n * 4 * 4 + 2 * n * 36 * 4 + 2 * 4 +
+  EXPECT_EQ(enc->activation_bytes(), n * 1536 * 2 + 2 * n * 4 * 4 + 2 * n * 36 * 4 + 2 * 4 +
                                          n * (1152 * 3 + 3456 + 4304) * 2 + 180 * 4608 * 2 +
                                          4 * 180 * 4096 * 2);
 }
@@ -286,6 +286,47 @@ TEST(VisionEncoder, EveryGroupMatchesFloat64Reference) {
   const Mat m_ref = reference_merger(f, f.merger, x2, /*postshuffle=*/false);
   expect_close(read_back(*f.backend, s, enc.image_embeds()), m_ref, 0.005 * rms(m_ref), 0.008,
                "merger");
+}
+
+// The host rounds the pixels to bf16 before the upload: exactly what the backend's Cast does (the
+// patch embedding once cast them on the device), and the bf16 upload gives the f32 upload's
+// hidden state bit for bit.
+TEST(VisionEncoder, PixelsRoundedOnTheHostAsTheCastRoundsThem) {
+  Fixture f;
+  const std::vector<float> pixels = synthetic_pixel_values(5, kImages, f.cfg);
+  std::vector<float> odd = pixels;  // ties, subnormals, signed zero, large values
+  for (float v : {1.00390625f, 1.01171875f, -1.00390625f, 1e-40f, -0.0f, 3.0e38f, 0.1f}) {
+    odd.push_back(v);
+  }
+  std::vector<uint16_t> rounded(odd.size());
+  round_pixels_bf16(odd, rounded);
+  const auto n = static_cast<int64_t>(odd.size());
+  Backend& b = *f.backend;
+  Stream& s = *f.stream;
+  auto src = b.allocate(static_cast<size_t>(n) * sizeof(float), "test");
+  auto dst = b.allocate(static_cast<size_t>(n) * sizeof(uint16_t), "test");
+  ASSERT_TRUE(src.ok() && dst.ok());
+  b.copy_to_device(s, src->data(), odd.data(), odd.size() * sizeof(float));
+  ASSERT_TRUE(b.run(s, Cast{make_view(src->data(), DType::f32, 1, n),
+                            make_view(dst->data(), DType::bf16, 1, n)})
+                  .ok());
+  std::vector<uint16_t> cast(odd.size());
+  b.copy_to_host(s, cast.data(), dst->data(), cast.size() * sizeof(uint16_t));
+  ASSERT_TRUE(b.synchronize(s).ok());
+  EXPECT_EQ(rounded, cast);
+
+  auto a = VisionEncoder::create(f.cfg, b, kImages);
+  auto c = VisionEncoder::create(f.cfg, b, kImages);
+  ASSERT_TRUE(a.ok() && c.ok());
+  std::vector<uint16_t> bf16(pixels.size());
+  round_pixels_bf16(pixels, bf16);
+  ASSERT_TRUE(a->upload_pixels(s, pixels).ok());
+  ASSERT_TRUE(c->upload_pixels(s, std::span<const uint16_t>(bf16)).ok());
+  for (auto* e : {&*a, &*c}) ASSERT_TRUE(e->run_patch(s, f.patch.group, f.patch.base()).ok());
+  EXPECT_EQ(read_back(b, s, a->hidden()), read_back(b, s, c->hidden()));
+  // A wrong count is refused, not read past.
+  bf16.pop_back();
+  EXPECT_FALSE(c->upload_pixels(s, std::span<const uint16_t>(bf16)).ok());
 }
 
 TEST(VisionEncoder, AttentionStaysInsideEachImage) {
