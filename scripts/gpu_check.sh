@@ -807,7 +807,7 @@ stage_session8b() {
 ar1_profile() {
   synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
   step "$1" "$3" "$build/ferry" profile --model "$models/alpamayo-r1-10b" --vram 15GiB \
-    --out "$2" --runs 5 --quiet --json --no-map-pass
+    --out "$2" --runs 5 --json --no-map-pass
   cp "$2" "$OUT/" 2>/dev/null
 }
 # Session 8, third call (issue 9): a profile whose C_EXE are back to back, with what a call adds
@@ -909,6 +909,61 @@ stage_session9h() {
     --sweep 11050622508,16690690860,20450736428,22330759212 --json --quiet \
     --timeline-out "$LOGS/tl9h"
   cp "$LOGS/sweep_9h_ar1.log" "$OUT/sweep_9h_ar1.json" 2>/dev/null
+}
+
+# Session 10, first call (issue 9): the pixels go up as bf16 before the first call with the
+# copies waiting for them. Outputs: CPU and CUDA the same on the tiny presets, every plan of
+# alpamayo-tiny and of Alpamayo-R1-10B (15 and 8 GiB) the all-resident run's bytes. Then a
+# profile (host.inputs_s), the all-resident run and 15 / 8 GiB benched with their timelines and
+# outside peaks.
+stage_session10a() {
+  local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_10.profile.json" v
+  local args=(--json --quiet --images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)
+  stage_tiny
+  stream_runs alpamayo-tiny 800MB 700MB
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  step resident_ar1 200 "$build/ferry" run --model "$m" "${args[@]}"
+  for v in 15GiB 8GiB; do
+    step "vram_ar1_$v" 200 "$build/ferry" run --model "$m" "${args[@]}" --vram "$v"
+    step "same_ar1_$v" 10 same_as "$LOGS/resident_ar1.log" "$LOGS/vram_ar1_$v.log"
+  done
+  ar1_profile profile_10_ar1 "$p" 200
+  step tl10_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 5 \
+    --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_resident_ar1.json"
+  for v in 15GiB 8GiB; do
+    step "tl10_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$p" \
+      --runs 3 --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_${v}_ar1.json"
+  done
+}
+# Session 10, second call (the first one's profile did not finish in 200 s, with the ninth
+# session's last-resort pass beside background copies, now removed): the profile and the benches
+# of the first call, then the 12-budget sweep with that profile.
+stage_session10d() {
+  local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_10.profile.json" v
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  ar1_profile profile_10_ar1 "$p" 120
+  [ -f "$p" ] || return
+  step tl10_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 5 \
+    --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_resident_ar1.json"
+  for v in 15GiB 8GiB; do
+    step "tl10_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$p" \
+      --runs 3 --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_${v}_ar1.json"
+  done
+  sweep9 "$p" sweep_10d_ar1
+}
+# Session 10, the 12-budget sweep with the profile of an earlier call (carried in .gpu/).
+stage_session10b() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  sweep9 "${FERRY_PREBUILT:-.gpu}/ar1_10.profile.json" sweep_10b_ar1
+}
+# Session 10, third call: Qwen3-8B over 12 budgets with the committed profile of the ninth
+# session (its workload has no images: nothing of this session's change is in its times).
+stage_session10c() {
+  synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
+  step sweep_10c_8b 560 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
+    --sweep-points 12 --profile bench/profiles/h200-qwen3-8b-1500-2026-12-02c.profile.json \
+    --runs 1 --warmup 1 --quiet --json "${qwen_workload[@]}"
+  cp "$LOGS/sweep_10c_8b.log" "$OUT/sweep_10c_8b.json" 2>/dev/null
 }
 
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory

@@ -125,20 +125,8 @@ std::string run_second_pass(const ProfileArgs& a, const OpenModel& m, const Work
     session = report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, seq));
     progress.stage("timing every call alone (sequential)");
     const std::vector<StreamTimeline> alone = report.check(timed_runs(*session, a.runs, a.warmup));
-    // The same runs beside background copies (the sequential ring leaves a slot's room), for
-    // the calls no copy ever overlapped in the first pass and no other group of their class
-    // tells how a copy slows them.
-    std::unique_ptr<BackgroundCopies> copies = start_background_copies(*backend);
-    if (!copies) {
-      derive_call_times(calls, weights, &alone);
-      return "sequential";
-    }
-    progress.stage("timing every call beside copies (sequential)");
-    Result<std::vector<StreamTimeline>> beside = timed_runs(*session, a.runs, 0);
-    copies->stop();
-    const std::vector<StreamTimeline> resort = report.check(std::move(beside));
-    derive_call_times(calls, weights, &alone, nullptr, &resort);
-    return "sequential, and beside copies for calls no copy overlapped";
+    derive_call_times(calls, weights, &alone);
+    return "sequential";
   }
   if (plan.slots > 0) return "none";  // sequential already: nothing overlaps, no room to copy
   std::unique_ptr<BackgroundCopies> copies = start_background_copies(*backend);

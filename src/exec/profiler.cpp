@@ -330,8 +330,7 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
 }
 
 ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
-                   const ExeSplit* sequential, const ExeSplit* under_copies,
-                   const ExeSplit* last_resort) {
+                   const ExeSplit* sequential, const ExeSplit* under_copies) {
   constexpr double kSolvableCover = 0.25;
   const size_t groups = pipelined.mean.size();
   // Classes: kind, layer part, bytes and phase (the groups of one class run the same kernels).
@@ -407,10 +406,6 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
       std::optional<double>& copying = e.copying[g][ph];
       const auto it = ratio.find(class_of(g, ph));
       const double r = it != ratio.end() ? it->second : 1.0;
-      if (alone && !copying && it == ratio.end() && last_resort != nullptr) {
-        copying = back_to_back(last_resort->mean, last_resort->mean_idle_share, g, ph);
-        if (copying) copying = std::max(*copying, *alone);  // a copy never speeds a call up
-      }
       if (alone && !copying) {
         copying = *alone * r;
       } else if (copying && !alone) {
@@ -487,18 +482,14 @@ Result<std::vector<StreamTimeline>> timed_runs(Session& session, int runs, int w
 
 void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
                        const std::vector<StreamTimeline>* alone,
-                       const std::vector<StreamTimeline>* under_copies,
-                       const std::vector<StreamTimeline>* last_resort) {
+                       const std::vector<StreamTimeline>* under_copies) {
   const size_t groups = weights.groups.size();
   const ExeSplit piped = split_exe_times(m.timelines, groups);
   std::optional<ExeSplit> seq;
   if (alone != nullptr) seq = split_exe_times(*alone, groups);
   std::optional<ExeSplit> copying;
   if (under_copies != nullptr) copying = split_exe_times(*under_copies, groups);
-  std::optional<ExeSplit> resort;
-  if (last_resort != nullptr) resort = split_exe_times(*last_resort, groups);
-  ExeTimes exe = exe_times(weights, piped, seq ? &*seq : nullptr, copying ? &*copying : nullptr,
-                           resort ? &*resort : nullptr);
+  ExeTimes exe = exe_times(weights, piped, seq ? &*seq : nullptr, copying ? &*copying : nullptr);
   m.exe_s = std::move(exe.alone);
   m.exe_copying_s = std::move(exe.copying);
   m.idle_start_s = std::move(exe.idle_start);

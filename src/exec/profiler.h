@@ -114,13 +114,8 @@ struct ExeTimes {
 };
 // `under_copies`, if given: the same plan's runs with BackgroundCopies keeping the link busy the
 // whole time; where the pipelined runs saw no call copying, their mean is the copying time.
-// `last_resort`, if given: runs beside BackgroundCopies too, consulted only where everything
-// above left a (group, phase) without a copying time and its class has no ratio (a class of
-// one, never under a copy: on Alpamayo vision.patch, whose call uploads the pixels and so runs
-// about twice as long while a copy shares the link).
 ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
-                   const ExeSplit* sequential = nullptr, const ExeSplit* under_copies = nullptr,
-                   const ExeSplit* last_resort = nullptr);
+                   const ExeSplit* sequential = nullptr, const ExeSplit* under_copies = nullptr);
 
 // Below this share of its span under a copy a call counts as alone; above 1 minus it, copying.
 inline constexpr double kCopyCoverMargin = 0.05;
@@ -180,11 +175,9 @@ Result<CallMeasurements> measure_calls(Session& session, const ModelWeights& wei
 // sequential mode on a second session: C_EXE alone and the host steps alone come from it.
 // `under_copies`, if given: timelines of the same plan with BackgroundCopies running (every call
 // and host step there is copying).
-// `last_resort`: timelines beside BackgroundCopies for exe_times' last resort.
 void derive_call_times(CallMeasurements& m, const ModelWeights& weights,
                        const std::vector<StreamTimeline>* alone,
-                       const std::vector<StreamTimeline>* under_copies = nullptr,
-                       const std::vector<StreamTimeline>* last_resort = nullptr);
+                       const std::vector<StreamTimeline>* under_copies = nullptr);
 
 // The map pass's plan: every group of `in_place` (HostTier::in_place_groups) on the host, read in
 // place by its kernels; the others placed as in `base` (the first pass's plan, so it fits the

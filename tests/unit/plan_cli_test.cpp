@@ -245,13 +245,9 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   // Without mapped times the planner streams what does not fit (map has its own test below).
   EXPECT_EQ(summary["map_pass"], "none (--no-map-pass)");
   EXPECT_EQ(summary["mapped_groups"], 0);
-  // The plan streams through a ring here: the second pass runs it in sequential mode, and beside
-  // background copies too where the sequential ring leaves room for their buffer.
+  // The plan streams through a ring here: the second pass runs it in sequential mode.
   EXPECT_EQ(summary["plan"]["mode"], "pipelined");
-  const std::string second = summary["second_pass"];
-  EXPECT_TRUE(second == "sequential" ||
-              second == "sequential, and beside copies for calls no copy overlapped")
-      << second;
+  EXPECT_EQ(summary["second_pass"], "sequential");
   // The timelines: one per timed run, every call with its group, phase and compute span, the
   // streamed ones with their copy span.
   const nlohmann::json t = nlohmann::json::parse(slurp(file("timelines.json")));

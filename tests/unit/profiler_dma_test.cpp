@@ -297,36 +297,5 @@ TEST(InputsUploadTime, TheMedianOverTheTimelines) {
   EXPECT_NEAR(*got, 0.5, 1e-12);
 }
 
-// The last resort: a (group, phase) no copy overlapped whose class has no ratio takes its time
-// beside background copies; one whose class has a ratio keeps the ratio; never below alone.
-TEST(ExeTimes, TheLastResortFillsOnlyWhatNothingElseTold) {
-  ModelWeights w;
-  auto add = [&](const char* name, GroupKind kind, uint64_t bytes) {
-    w.groups.push_back(group_of(name, kind, bytes));
-  };
-  add("vision.patch", GroupKind::vision_patch, 100);        // a class of one, never copying
-  add("text.layers.0.attn", GroupKind::decoder_layer, 64);  // seen both ways: ratio 1.5
-  add("text.layers.1.attn", GroupKind::decoder_layer, 64);  // seen alone only
-  StreamTimeline t;
-  for (int g : {0, 1, 1, 2}) t.calls.push_back(call_of(g));
-  // Group 1's second call runs under the copy [19, 40); the rest with the link idle.
-  t.compute = {{0, 2}, {10, 12}, {20, 23}, {30, 32}};
-  t.copy_of.assign(t.calls.size(), -1);
-  t.copies = {{19, 23.5}};
-  const ExeSplit piped = split_exe_times({t}, w.groups.size());
-  StreamTimeline beside = t;
-  beside.copies.clear();
-  beside.compute = {{0, 4.5}, {10, 14}, {20, 24}, {30, 31}};  // group 2 "faster": clamped
-  const ExeSplit resort = split_exe_times({beside}, w.groups.size());
-  const ExeTimes plain = exe_times(w, piped);
-  const ExeTimes e = exe_times(w, piped, nullptr, nullptr, &resort);
-  const size_t d = phase_index(Phase::decode);
-  EXPECT_NEAR(*plain.copying[0][d], 2.0, 1e-12);  // no ratio, no resort: taken as alone
-  EXPECT_NEAR(*e.copying[0][d], 4.5, 1e-12);      // the resort's time
-  EXPECT_NEAR(*e.copying[1][d], 3.0, 1e-12);      // its own copying call
-  EXPECT_NEAR(*e.copying[2][d], 3.0, 1e-12);      // its class's ratio 1.5, not the resort
-  EXPECT_NEAR(*e.alone[0][d], 2.0, 1e-12);
-}
-
 }  // namespace
 }  // namespace ferry
