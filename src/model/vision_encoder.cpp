@@ -220,12 +220,7 @@ TensorView VisionEncoder::deepstack(int k) const {
 }
 
 Status VisionEncoder::upload_pixels(Stream& stream, std::span<const float> pixel_values) {
-  const int64_t expected = num_patches_ * config_.patch_values();
-  if (static_cast<int64_t>(pixel_values.size()) != expected) {
-    return invalid("pixel_values has " + std::to_string(pixel_values.size()) +
-                   " values, expected " + std::to_string(expected));
-  }
-  pixels_host_.resize(pixel_values.size());
+  pixels_host_.resize(pixel_values.size());  // the count is checked by the upload below
   round_pixels_bf16(pixel_values, pixels_host_);
   return upload_pixels(stream, std::span<const uint16_t>(pixels_host_));
 }

@@ -327,6 +327,8 @@ TEST(VisionEncoder, PixelsRoundedOnTheHostAsTheCastRoundsThem) {
   // A wrong count is refused, not read past.
   bf16.pop_back();
   EXPECT_FALSE(c->upload_pixels(s, std::span<const uint16_t>(bf16)).ok());
+  const std::vector<float> fewer(pixels.begin() + 1, pixels.end());
+  EXPECT_FALSE(c->upload_pixels(s, fewer).ok());
 }
 
 TEST(VisionEncoder, AttentionStaysInsideEachImage) {
