@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Where a stage's time goes between its calls, from `ferry bench --timeline-out FILE`.
+"""Where a stage's time goes between its calls, from `ferry bench --timeline-out FILE`
+(or one run of `ferry profile --timeline-out FILE`: --run N, the first by default).
 
 Per stage: the host clock's stage time of that run, the sum of the calls' compute spans, the
 gaps between consecutive calls split into back to back (under --b2b, default 3 us: the timing
@@ -9,7 +10,11 @@ origin, to its first call), the device's stage time (previous stage's last call 
 counted beyond it.
 With --profile, the profile's C_EXE (alone, back to back) of the same calls beside the spans.
 
-    scripts/timeline_gaps.py TIMELINE.json [--profile PROFILE.json] [--json]
+A profile's timelines have no host clock per stage: their wall and host-dev columns are "-".
+The inputs' upload (the origin to when the pixels are on the device, before any call or copy)
+is printed first.
+
+    scripts/timeline_gaps.py TIMELINE.json [--run N] [--profile PROFILE.json] [--json]
 """
 
 import argparse
@@ -73,7 +78,7 @@ def analyse(tl, exe, b2b):
         s = stats[p]
         if s["calls"] == 0:
             continue
-        wall = tl["stage_wall_s"][p]
+        wall = tl.get("stage_wall_s", {}).get(p)
         gaps = sum(s["b2b_gaps"]) + s["wait_gaps_s"] + sum(s["step_gaps"]) + s["entry_gap_s"]
         row = {
             "calls": s["calls"],
@@ -92,7 +97,7 @@ def analyse(tl, exe, b2b):
             "device_s": s["spans_s"] + gaps,
             # What the host clock counted beyond that: the synchronize at the stage's end and
             # the host's return from it, less the same at the previous stage's end.
-            "host_minus_device_s": wall - s["spans_s"] - gaps,
+            "host_minus_device_s": None if wall is None else wall - s["spans_s"] - gaps,
         }
         if exe is not None:
             row["profile_exe_s"] = s["profile_exe_s"]
@@ -114,15 +119,23 @@ def main():
     ap.add_argument("timeline")
     ap.add_argument("--profile")
     ap.add_argument("--b2b", type=float, default=3e-6, help="back-to-back gap limit (s)")
+    ap.add_argument("--run", type=int, default=0, help="the run of a profile's timelines")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tl = load(a.timeline)
-    if tl.get("format") != "ferry-timeline":
-        sys.exit(f"{a.timeline}: not a ferry timeline (ferry bench --timeline-out)")
+    if tl.get("format") == "ferry-timelines" and tl.get("version") == 2:
+        runs = tl.get("runs", [])
+        if not 0 <= a.run < len(runs):
+            sys.exit(f"{a.timeline}: no run {a.run} (it has {len(runs)})")
+        tl = runs[a.run]
+    elif tl.get("format") != "ferry-timeline":
+        sys.exit(f"{a.timeline}: not a ferry timeline (ferry bench or profile --timeline-out)")
     rows = analyse(tl, profile_exe(load(a.profile) if a.profile else None), a.b2b)
     if a.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps({"inputs_end_s": tl.get("inputs_end"), "stages": rows}, indent=1))
         return
+    if tl.get("inputs_end") is not None:
+        print(f"inputs on the device at {ms(tl['inputs_end'])} ms")
     cols = ["stage", "calls", "wall ms", "spans ms", "entry ms", "b2b n", "b2b med us",
             "b2b ms", "wait ms", "step n", "step med us", "step ms", "device ms", "host-dev ms"]
     if a.profile:

@@ -26,6 +26,7 @@
 #include "cli/progress.h"
 #include "cli/session_args.h"
 #include "cli/start_report.h"
+#include "cli/timeline_json.h"
 #include "core/units.h"
 #include "exec/machine_limits.h"
 #include "exec/peak_sampler.h"
@@ -115,30 +116,12 @@ TimelineSummary dump_timeline(Session& session, const Checkpoint& checkpoint,
   const InferenceResult& run = r.value();
   nlohmann::ordered_json j;
   j["format"] = "ferry-timeline";
-  j["origin"] = "seconds from an event recorded on the compute stream before the first copy";
+  j["origin"] = kTimelineOrigin;
   for (size_t p = 0; p < 4; ++p) {
     j["stage_wall_s"][phase_name(static_cast<Phase>(p))] = run.times.seconds[p];
   }
   j["total_wall_s"] = run.times.total_seconds;
-  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < timeline.calls.size(); ++i) {
-    const Call& c = timeline.calls[i];
-    nlohmann::ordered_json e;
-    e["phase"] = phase_name(c.phase);
-    e["step"] = c.step;
-    e["group"] = weights.groups[static_cast<size_t>(c.group)].name;
-    e["start"] = timeline.compute[i].start;
-    e["end"] = timeline.compute[i].end;
-    const int64_t k = timeline.copy_of[i];
-    if (k >= 0) {
-      const auto u = static_cast<size_t>(k);
-      e["copy_start"] = timeline.copies[u].start;
-      e["copy_end"] = timeline.copies[u].end;
-      e["copy_bytes"] = timeline.copy_bytes[u];
-    }
-    calls.push_back(std::move(e));
-  }
-  j["calls"] = std::move(calls);
+  j.update(timeline_json(timeline, weights));
   const Status written = write_file_atomic(path, j.dump(1) + "\n");
   if (!written.ok()) kBenchReport.fail("--timeline-out: " + written.error().message);
   return summarize_timeline(timeline);

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/session_args.h"
+#include "cli/timeline_json.h"
 #include "cli/workload_args.h"
 #include "core/units.h"
 #include "exec/background_copies.h"
@@ -46,37 +47,15 @@ struct ProfileArgs {
 
 const Reporter report{"profile"};
 
-// The timed runs' timelines as recorded, for looking at one call at a time: the group names once,
-// then per run and call [group, phase, compute start, compute end] and, for a streamed call,
-// [copy start, copy end] after them, in seconds from the run's origin.
+// The timed runs' timelines as recorded, for looking at one call at a time (cli/timeline_json.h).
 nlohmann::ordered_json timelines_json(const std::vector<StreamTimeline>& timelines,
                                       const ModelWeights& weights) {
   nlohmann::ordered_json j;
   j["format"] = "ferry-timelines";
-  j["version"] = 1;
-  nlohmann::ordered_json names = nlohmann::ordered_json::array();
-  for (const WeightGroup& g : weights.groups) names.push_back(g.name);
-  j["groups"] = std::move(names);
+  j["version"] = 2;
+  j["origin"] = kTimelineOrigin;
   nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-  for (const StreamTimeline& t : timelines) {
-    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < t.calls.size() && i < t.compute.size(); ++i) {
-      nlohmann::ordered_json c = nlohmann::ordered_json::array();
-      c.push_back(t.calls[i].group);
-      c.push_back(phase_name(t.calls[i].phase));
-      c.push_back(t.compute[i].start);
-      c.push_back(t.compute[i].end);
-      const int64_t k = i < t.copy_of.size() ? t.copy_of[i] : -1;
-      if (k >= 0 && static_cast<size_t>(k) < t.copies.size()) {
-        c.push_back(t.copies[static_cast<size_t>(k)].start);
-        c.push_back(t.copies[static_cast<size_t>(k)].end);
-      }
-      calls.push_back(std::move(c));
-    }
-    runs.push_back({{"calls", std::move(calls)}});
-  }
-  j["fields"] = {"group",         "phase",        "compute_start_s",
-                 "compute_end_s", "copy_start_s", "copy_end_s"};
+  for (const StreamTimeline& t : timelines) runs.push_back(timeline_json(t, weights));
   j["runs"] = std::move(runs);
   return j;
 }

@@ -136,7 +136,9 @@ TEST_F(BenchProfileCli, TimelineOutWritesEveryCallAndTheScriptReadsIt) {
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
     ASSERT_EQ(::pclose(p), 0) << out;
-    const auto rows = nlohmann::json::parse(out);
+    const auto parsed = nlohmann::json::parse(out);
+    EXPECT_EQ(parsed["inputs_end_s"], t["inputs_end"]);
+    const auto& rows = parsed["stages"];
     for (const auto& [name, r] : rows.items()) {
       calls += r["calls"].get<int64_t>();
       EXPECT_GE(r["device_s"].get<double>(), r["spans_s"].get<double>()) << name;

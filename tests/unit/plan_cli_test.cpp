@@ -4,6 +4,7 @@
 // through `plan`, `run` and `bench`; a bad profile file is named.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -252,20 +253,45 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   // streamed ones with their copy span.
   const nlohmann::json t = nlohmann::json::parse(slurp(file("timelines.json")));
   EXPECT_EQ(t["format"], "ferry-timelines");
+  EXPECT_EQ(t["version"], 2);
   ASSERT_EQ(t["runs"].size(), 2u);
-  const size_t group_count = t["groups"].size();
+  const ModelWeights described = describe_weights(preset("alpamayo-tiny").value()).value();
   int64_t streamed = 0;
+  const double inputs_end = t["runs"][0]["inputs_end"].get<double>();
+  EXPECT_GT(inputs_end, 0.0) << "the pixels went up first";
   for (const auto& c : t["runs"][0]["calls"]) {
-    ASSERT_TRUE(c.size() == 4 || c.size() == 6) << c.dump();
-    EXPECT_LT(c[0].get<size_t>(), group_count);
-    EXPECT_GE(c[3].get<double>(), c[2].get<double>());
-    if (c.size() == 6) {
+    EXPECT_NE(described.find(c["group"].get<std::string>()), nullptr) << c.dump();
+    EXPECT_GE(c["end"].get<double>(), c["start"].get<double>());
+    EXPECT_GE(c["start"].get<double>(), inputs_end);
+    if (c.contains("copy_start")) {
       ++streamed;
-      EXPECT_GE(c[5].get<double>(), c[4].get<double>());
-      EXPECT_LE(c[5].get<double>(), c[2].get<double>() + 1e-6) << "a call starts after its copy";
+      EXPECT_GE(c["copy_end"].get<double>(), c["copy_start"].get<double>());
+      EXPECT_GE(c["copy_start"].get<double>(), inputs_end) << "a copy shared the link with them";
+      EXPECT_LE(c["copy_end"].get<double>(), c["start"].get<double>() + 1e-6)
+          << "a call starts after its copy";
     }
   }
   EXPECT_GT(streamed, 0);
+  // scripts/timeline_gaps.py reads a profile's run as it reads a bench's timeline (no host clock).
+  {
+    const std::string cmd = "python3 " + std::string(FERRY_SOURCE_DIR) +
+                            "/scripts/timeline_gaps.py --json --run 1 " + file("timelines.json");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ASSERT_EQ(::pclose(p), 0) << out;
+    const auto gaps = nlohmann::json::parse(out);
+    EXPECT_EQ(gaps["inputs_end_s"], t["runs"][1]["inputs_end"]);
+    size_t calls = 0;
+    for (const auto& [name, r] : gaps["stages"].items()) {
+      calls += r["calls"].get<size_t>();
+      EXPECT_TRUE(r["stage_wall_s"].is_null()) << name;
+    }
+    EXPECT_EQ(calls, t["runs"][1]["calls"].size());
+  }
   auto parsed = parse_profile(slurp(file("profile.json")));
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(parsed->source, "measured");
