@@ -211,10 +211,11 @@ class VisionLanguageRunner final : public ModelRunner {
   std::vector<Call> calls_;
   SharedRegion shared_;  // declared before its users: destroyed after them
   std::optional<VisionEncoder> vision_;
-  std::vector<float> pixels_;  // the inputs' pixel_values (f32, as given)
-  // The same rounded to bf16, page-locked on CUDA: the upload runs at the link's speed.
+  // The inputs' pixel_values rounded to bf16, page-locked on CUDA: the upload runs at the link's
+  // speed.
   HostBuffer pixel_buffer_;
   std::span<uint16_t> pixels_bf16_;
+  std::vector<float> pixels_;  // the f32 pixel_values as given, kept only for keep_inputs
   std::vector<std::array<int64_t, 3>> grids_;
   EgoHistory history_;
   std::optional<TextGeneration> text_;
@@ -275,9 +276,10 @@ Status VisionLanguageRunner::init() {
                            backend_.allocate_host(static_cast<size_t>(count) * sizeof(uint16_t)));
     pixels_bf16_ = std::span<uint16_t>(static_cast<uint16_t*>(pixel_buffer_.data()),
                                        static_cast<size_t>(count));
-    pixels_.resize(static_cast<size_t>(count));
-    synthetic_pixel_values_into(sub_seed(workload_.seed, 3), geoms, vlm->vision, pixels_);
-    round_pixels_bf16(pixels_, pixels_bf16_);
+    std::vector<float> pixels(static_cast<size_t>(count));
+    synthetic_pixel_values_into(sub_seed(workload_.seed, 3), geoms, vlm->vision, pixels);
+    round_pixels_bf16(pixels, pixels_bf16_);
+    if (options_.keep_inputs) pixels_ = std::move(pixels);
     vision_.emplace(std::move(enc));
   }
 
@@ -323,10 +325,10 @@ Status VisionLanguageRunner::set_inputs(ModelInputs in) {
                                                        ", but this session holds " +
                                                        describe(expected));
   }
-  if (in.pixel_values.size() != pixels_.size()) {
+  if (in.pixel_values.size() != pixels_bf16_.size()) {
     return make_error(ErrorCode::invalid_argument,
                       "inputs: " + std::to_string(in.pixel_values.size()) +
-                          " pixel values, the images take " + std::to_string(pixels_.size()));
+                          " pixel values, the images take " + std::to_string(pixels_bf16_.size()));
   }
   if (alpamayo != in.history.has_value()) {
     return make_error(ErrorCode::invalid_argument, alpamayo
@@ -340,8 +342,8 @@ Status VisionLanguageRunner::set_inputs(ModelInputs in) {
     if (in.prompt[i] == image_id) rows.push_back(static_cast<int32_t>(i));
   }
   FERRY_RETURN_IF_ERROR(text_->set_prompt(std::move(in.prompt), std::move(positions)));
-  std::copy(in.pixel_values.begin(), in.pixel_values.end(), pixels_.begin());
-  round_pixels_bf16(pixels_, pixels_bf16_);
+  round_pixels_bf16(in.pixel_values, pixels_bf16_);
+  if (options_.keep_inputs) pixels_ = std::move(in.pixel_values);
   if (in.history) history_ = *in.history;
   if (vision_) text_->set_visual(visual_at(std::move(rows)));
   text_->set_stop(std::move(in.stop), std::move(in.on_token));
