@@ -928,10 +928,14 @@ stage_session10a() {
     step "same_ar1_$v" 10 same_as "$LOGS/resident_ar1.log" "$LOGS/vram_ar1_$v.log"
   done
   ar1_profile profile_10_ar1 "$p" 200
-  step tl10_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 5 \
+  benches10 "$p"
+}
+benches10() {  # benches10 PROFILE: all resident, 15 and 8 GiB benched with their timelines
+  local m="$models/alpamayo-r1-10b" v
+  step tl10_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$1" --runs 5 \
     --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_resident_ar1.json"
   for v in 15GiB 8GiB; do
-    step "tl10_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$p" \
+    step "tl10_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$1" \
       --runs 3 --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_${v}_ar1.json"
   done
 }
@@ -939,16 +943,11 @@ stage_session10a() {
 # session's last-resort pass beside background copies, now removed): the profile and the benches
 # of the first call, then the 12-budget sweep with that profile.
 stage_session10d() {
-  local m="$models/alpamayo-r1-10b" p="$LOGS/ar1_10.profile.json" v
+  local p="$LOGS/ar1_10.profile.json"
   synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
   ar1_profile profile_10_ar1 "$p" 120
   [ -f "$p" ] || return
-  step tl10_resident_ar1 120 "$build/ferry" bench --model "$m" --profile "$p" --runs 5 \
-    --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_resident_ar1.json"
-  for v in 15GiB 8GiB; do
-    step "tl10_${v}_ar1" 200 "$build/ferry" bench --model "$m" --vram "$v" --profile "$p" \
-      --runs 3 --warmup 1 --json --quiet --timeline-out "$LOGS/tl10_${v}_ar1.json"
-  done
+  benches10 "$p"
   sweep9 "$p" sweep_10d_ar1
 }
 # Session 10, the 12-budget sweep with the profile of an earlier call (carried in .gpu/).

@@ -27,6 +27,7 @@
 #include "cli/session_args.h"
 #include "cli/start_report.h"
 #include "cli/timeline_json.h"
+#include "core/stats.h"
 #include "core/units.h"
 #include "exec/machine_limits.h"
 #include "exec/peak_sampler.h"
@@ -42,16 +43,6 @@
 #include "model/weights.h"
 
 namespace ferry::cli {
-
-namespace {
-
-// The upper median of `t` (the middle one of an odd count): what bench reports.
-double upper_median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t.empty() ? 0.0 : t[t.size() / 2];
-}
-
-}  // namespace
 
 double TimedRuns::median_total() const {
   std::vector<double> t;

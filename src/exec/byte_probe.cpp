@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/stats.h"
 #include "exec/page_cache.h"
 #include "exec/streaming_provider.h"
 #include "plan/plan.h"
@@ -33,8 +34,7 @@ Result<PathRate> time_passes(Backend& backend, Stream& stream, uint64_t bytes, i
     FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
     if (i > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
-  const double median = t.empty() ? 0.0 : t[t.size() / 2];
+  const double median = upper_median(std::move(t));
   if (median > 0 && bytes > 0) r.bytes_per_s = static_cast<double>(bytes) / median;
   return r;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/bf16.h"
+#include "core/stats.h"
 
 namespace ferry {
 namespace {
@@ -13,11 +14,6 @@ namespace {
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 Result<DeviceBuffer> random_bf16(Backend& backend, Stream& stream, int64_t elements, uint64_t seed,
@@ -68,7 +64,7 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream, u
   }
   const double flops =
       2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-  m.gemm_flops = flops / median(times);
+  m.gemm_flops = flops / upper_median(times);
 
   // Copy bandwidth: one buffer into another, random contents.
   FERRY_ASSIGN_OR_RETURN(DeviceBuffer a, backend.allocate(m.copy_bytes, "machine limits"));
@@ -85,7 +81,7 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream, u
     FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
     if (i >= 2) times.push_back(now_seconds() - t0);
   }
-  m.copy_bandwidth = 2.0 * static_cast<double>(m.copy_bytes) / median(times);
+  m.copy_bandwidth = 2.0 * static_cast<double>(m.copy_bytes) / upper_median(times);
 
   // The host link: page-locked host memory to the device in one copy, as large as a layer.
   m.h2d_bytes = std::min<uint64_t>(cpu ? (64ull << 20) : (384ull << 20), m.copy_bytes);
@@ -98,7 +94,7 @@ Result<MachineLimits> measure_machine_limits(Backend& backend, Stream& stream, u
     FERRY_RETURN_IF_ERROR(backend.synchronize(stream));
     if (i >= 2) times.push_back(now_seconds() - t0);
   }
-  m.h2d_bandwidth = static_cast<double>(m.h2d_bytes) / median(times);
+  m.h2d_bandwidth = static_cast<double>(m.h2d_bytes) / upper_median(times);
   return m;
 }
 

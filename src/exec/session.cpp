@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/stats.h"
+
 namespace ferry {
 
 Session::~Session() {
@@ -179,9 +181,8 @@ Status Session::check_link(const ModelWeights& weights) {
     if (measured > 0) factors.push_back(measured / profile_s);
   }
   if (factors.empty()) return {};
-  std::sort(factors.begin(), factors.end());
   SessionPlan::LinkCheck check;
-  check.factor = factors[factors.size() / 2];
+  check.factor = upper_median(factors);
   check.bytes = bytes;
   check.groups = sample.size();
   check.passes = static_cast<int>(factors.size());

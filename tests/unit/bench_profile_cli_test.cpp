@@ -3,7 +3,6 @@
 // back by scripts/timeline_gaps.py.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -127,16 +126,9 @@ TEST_F(BenchProfileCli, TimelineOutWritesEveryCallAndTheScriptReadsIt) {
       }
     }
     // The script's account: every call in a stage, device time no less than the spans.
-    const std::string cmd =
-        "python3 " + std::string(FERRY_SOURCE_DIR) + "/scripts/timeline_gaps.py --json " + file;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ASSERT_EQ(::pclose(p), 0) << out;
-    const auto parsed = nlohmann::json::parse(out);
+    const testing::CliRun script = testing::run_timeline_gaps("--json " + file);
+    ASSERT_EQ(script.code, 0) << script.err;
+    const auto parsed = nlohmann::json::parse(script.out);
     EXPECT_EQ(parsed["inputs_end_s"], t["inputs_end"]);
     const auto& rows = parsed["stages"];
     for (const auto& [name, r] : rows.items()) {

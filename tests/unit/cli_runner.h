@@ -19,13 +19,13 @@ struct CliRun {
   std::string err;
 };
 
-// `args` are appended to the binary's path as they are (the shell splits them).
-inline CliRun run_ferry(const std::string& args) {
+// A shell command line, run as it is, stdout and stderr apart.
+inline CliRun run_command(const std::string& command) {
   static int counter = 0;
   const std::filesystem::path err_file =
       std::filesystem::temp_directory_path() /
       ("ferry_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string(FERRY_BINARY) + " " + args + " 2>" + err_file.string();
+  const std::string cmd = command + " 2>" + err_file.string();
   CliRun r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -41,6 +41,17 @@ inline CliRun run_ferry(const std::string& args) {
   r.err = ss.str();
   std::filesystem::remove(err_file);
   return r;
+}
+
+// `args` are appended to the binary's path as they are (the shell splits them).
+inline CliRun run_ferry(const std::string& args) {
+  return run_command(std::string(FERRY_BINARY) + " " + args);
+}
+
+// scripts/timeline_gaps.py with `args`.
+inline CliRun run_timeline_gaps(const std::string& args) {
+  return run_command("python3 " + std::string(FERRY_SOURCE_DIR) + "/scripts/timeline_gaps.py " +
+                     args);
 }
 
 }  // namespace ferry::testing

@@ -4,7 +4,6 @@
 // through `plan`, `run` and `bench`; a bad profile file is named.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -274,16 +273,10 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   EXPECT_GT(streamed, 0);
   // scripts/timeline_gaps.py reads a profile's run as it reads a bench's timeline (no host clock).
   {
-    const std::string cmd = "python3 " + std::string(FERRY_SOURCE_DIR) +
-                            "/scripts/timeline_gaps.py --json --run 1 " + file("timelines.json");
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    ASSERT_EQ(::pclose(p), 0) << out;
-    const auto gaps = nlohmann::json::parse(out);
+    const testing::CliRun script =
+        testing::run_timeline_gaps("--json --run 1 " + file("timelines.json"));
+    ASSERT_EQ(script.code, 0) << script.err;
+    const auto gaps = nlohmann::json::parse(script.out);
     EXPECT_EQ(gaps["inputs_end_s"], t["runs"][1]["inputs_end"]);
     size_t calls = 0;
     for (const auto& [name, r] : gaps["stages"].items()) {

@@ -500,10 +500,7 @@ TEST(PlanPredictor, AStageEntryIsAHostStepAtTheBoundary) {
   b.step({v}, Phase::vision, 0).step({l, h}, Phase::prefill, 0).step({l, h}, Phase::decode, 0);
   b.host(/*sampling*/ 0.25, 0, 0);
   testing::Toy t = b.build();
-  Plan all;
-  all.placement.assign(3, Placement::resident);
-  all.slots = 0;
-  all.slot_bytes = 0;
+  const Plan all = toy_plan(t, {v, l, h});
   // Without entries: vision runs straight into prefill, the sampling after prefill is 0.25.
   auto plain = predict(t.weights, t.schedule(), all);
   ASSERT_TRUE(plain.ok()) << plain.error().message;
@@ -525,12 +522,6 @@ TEST(PlanPredictor, AStageEntryIsAHostStepAtTheBoundary) {
   EXPECT_DOUBLE_EQ(got->phases[phase_index(Phase::prefill)].host_s, 0.5);
 }
 
-}  // namespace
-}  // namespace ferry
-
-namespace ferry {
-namespace {
-
 // The inputs' upload takes the compute stream and the link first: the first call and the first
 // copy both start after it, and the lower bound counts it on both sides.
 TEST(PlanPredictor, TheInputsUploadComesBeforeEveryCallAndCopy) {
@@ -541,14 +532,8 @@ TEST(PlanPredictor, TheInputsUploadComesBeforeEveryCallAndCopy) {
   b.step({patch, block}, Phase::vision, 0);
   b.host(0, 0, 0);
   testing::Toy t = b.build();
-  Plan all;
-  all.placement.assign(2, Placement::resident);
-  all.slots = 0;
-  all.slot_bytes = 0;
-  Plan streamed;
-  streamed.placement = {Placement::resident, Placement::streamed};
-  streamed.slots = 2;
-  streamed.slot_bytes = align_group_bytes(1000);
+  const Plan all = toy_plan(t, {patch, block});
+  const Plan streamed = toy_plan(t, {patch});  // the block through two slots
   auto before = predict(t.weights, t.schedule(), streamed);
   ASSERT_TRUE(before.ok()) << before.error().message;
   EXPECT_DOUBLE_EQ(before->total_s, 2.0 + 3.0);  // the block waits for its copy [0, 2]
