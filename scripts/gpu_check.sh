@@ -965,6 +965,23 @@ stage_session10c() {
   cp "$LOGS/sweep_10c_8b.log" "$OUT/sweep_10c_8b.json" 2>/dev/null
 }
 
+# Session 11: the sweeps with each session's budget its fixed bytes at its open plus the weights'
+# share (the top budget all resident) and the driver's peak per budget, each with a committed
+# profile from another machine start: Alpamayo-R1-10B (profile d, the tenth session's A-C) and
+# Qwen3-8B (profile 02c).
+stage_session11a() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  sweep9 bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json "sweep_11${1:-a}_ar1"
+}
+stage_session11c() { stage_session11a c; }
+stage_session11b() {
+  synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
+  step sweep_11b_8b 560 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \
+    --sweep-points 12 --profile bench/profiles/h200-qwen3-8b-1500-2026-12-02c.profile.json \
+    --runs 1 --warmup 1 --quiet --json --plot "$LOGS/sweep_11b_8b.svg" "${qwen_workload[@]}"
+  cp "$LOGS/sweep_11b_8b.log" "$OUT/sweep_11b_8b.json" 2>/dev/null
+}
+
 # Session 7, seventh call (issue 11): a host smaller than the checkpoint, emulated with a memory
 # cgroup of 8 GiB (cgroup v2 or v1; nothing else on the machine is limited) around one process
 # at a time, the checkpoint's pages dropped first: auto (which now reads the cgroup's room) and

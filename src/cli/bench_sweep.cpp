@@ -16,6 +16,7 @@
 #include "cli/plan_report.h"
 #include "cli/size_arg.h"
 #include "core/units.h"
+#include "exec/peak_sampler.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
 #include "plan/sweep.h"
@@ -26,14 +27,24 @@ namespace {
 
 const Reporter& report = kBenchReport;
 
-// The budgets of --sweep: "auto" (fixed bytes + plan/sweep.h's budgets for weights), or a list.
-std::vector<uint64_t> sweep_budgets(const BenchArgs& a, const PlanningContext& ctx) {
-  std::vector<uint64_t> out;
+// The budgets of --sweep. "auto": plan/sweep.h's budgets for weights, each session's budget its
+// fixed bytes at the moment it opens plus that share (the runtime grows as sessions load kernels:
+// budgets fixed at the start would leave the later sessions less for weights than the sweep
+// meant, and the top one streaming where a lone run keeps every weight resident). A list: the
+// budgets as given.
+struct SweepBudgets {
+  std::vector<uint64_t> values;
+  bool weights_only = false;  // auto: values are weight budgets
+  uint64_t vram(size_t i, const PlanningContext& ctx, uint64_t runtime_now) const {
+    return weights_only ? ctx.vram_for_weights(values[i], runtime_now) : values[i];
+  }
+};
+
+SweepBudgets sweep_budgets(const BenchArgs& a, const PlanningContext& ctx) {
+  SweepBudgets out;
   if (a.sweep == "auto") {
-    for (uint64_t wb :
-         sweep_weight_budgets(ctx.schedule, ctx.planner.allow_sequential, a.sweep_points)) {
-      out.push_back(ctx.fixed_bytes() + wb);
-    }
+    out.values = sweep_weight_budgets(ctx.schedule, ctx.planner.allow_sequential, a.sweep_points);
+    out.weights_only = true;
     return out;
   }
   std::stringstream in(a.sweep);
@@ -41,11 +52,11 @@ std::vector<uint64_t> sweep_budgets(const BenchArgs& a, const PlanningContext& c
   while (std::getline(in, item, ',')) {
     Result<uint64_t> b = parse_size(item);
     if (!b.ok()) report.fail("--sweep: " + b.error().message + " (or auto)");
-    out.push_back(*b);
+    out.values.push_back(*b);
   }
-  if (out.empty()) report.fail("--sweep: no budgets");
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.values.empty()) report.fail("--sweep: no budgets");
+  std::sort(out.values.begin(), out.values.end());
+  out.values.erase(std::unique(out.values.begin(), out.values.end()), out.values.end());
   return out;
 }
 
@@ -66,28 +77,32 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
   std::unique_ptr<Backend> probe = make_backend();
   const std::string backend_name(probe->name());
   const std::string device = probe->info().name;
+  const std::string peak_method = probe->driver_device_bytes_method();
   const PlanningContext ctx =
       report.check(planning_context_now(*probe, m.config, weights, m.checkpoint, w, so));
   probe.reset();
-  const std::vector<uint64_t> budgets = sweep_budgets(a, ctx);
+  const SweepBudgets budgets = sweep_budgets(a, ctx);
+  const size_t count = budgets.values.size();
   std::vector<SweepRow> rows;
   std::optional<Plan> previous;
-  for (size_t i = 0; i < budgets.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     std::unique_ptr<Backend> owned = make_backend();
     Backend& backend = *owned;
+    const uint64_t runtime = runtime_bytes_now(backend);
+    const uint64_t vram = budgets.vram(i, ctx, runtime);
     SessionOptions o = so;
-    o.vram = budgets[i];
+    o.vram = vram;
     o.plan.map_candidates = ctx.map_candidates;
     // The planner's plan here, against the previous budget's (now planned with this moment's
     // runtime bytes, exactly as the session will check them).
-    SessionPlan chosen = report.check(plan_session_full(backend, m.config, weights, w, o,
-                                                        runtime_bytes_now(backend), ctx.in_place));
+    SessionPlan chosen =
+        report.check(plan_session_full(backend, m.config, weights, w, o, runtime, ctx.in_place));
     bool carried = false;
     if (previous) {
       SessionOptions with_previous = o;
       with_previous.plan.plan = *previous;
-      Result<SessionPlan> again = plan_session_full(backend, m.config, weights, w, with_previous,
-                                                    runtime_bytes_now(backend), ctx.in_place);
+      Result<SessionPlan> again =
+          plan_session_full(backend, m.config, weights, w, with_previous, runtime, ctx.in_place);
       if (again.ok() && again->prediction.total_s < chosen.prediction.total_s) {
         chosen = std::move(again).value();
         carried = true;
@@ -95,30 +110,36 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     }
     o.plan.plan = chosen.plan;
     if (say) {
-      std::fprintf(stderr, "bench: budget %zu/%zu, %s: predicted %.4f s\n", i + 1, budgets.size(),
-                   binary_bytes(budgets[i]).c_str(), chosen.prediction.total_s);
+      std::fprintf(stderr, "bench: budget %zu/%zu, %s: predicted %.4f s\n", i + 1, count,
+                   binary_bytes(vram).c_str(), chosen.prediction.total_s);
     }
     std::optional<Progress> progress(std::in_place, "bench", !a.quiet);
-    progress->stage("loading weights for " + binary_bytes(budgets[i]));
+    progress->stage("loading weights for " + binary_bytes(vram));
+    // The outside view of this budget: what the driver counts for the process from the session's
+    // open to its last run.
+    std::optional<PeakSampler> sampler(std::in_place, backend);
     std::unique_ptr<Session> session =
         report.check(Session::open(backend, m.config, weights, m.checkpoint, w, o));
     const StreamingStats loaded = session->streaming();
     const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, false);
     progress.reset();
+    const std::optional<uint64_t> outside_peak = sampler->peak();
+    sampler.reset();
     // The link bytes of the warm-up and timed runs, before a timeline run adds its own.
     const uint64_t copied = session->streaming().bytes_copied;
     if (!a.timeline_out.empty()) {
       if (session->streaming_provider().records_timelines()) {
         dump_timeline(*session, m.checkpoint, weights,
-                      a.timeline_out + "." + std::to_string(budgets[i]) + ".json");
+                      a.timeline_out + "." + std::to_string(vram) + ".json");
       } else {
         std::fprintf(stderr, "bench: %s: no timeline through the bounce ring\n",
-                     binary_bytes(budgets[i]).c_str());
+                     binary_bytes(vram).c_str());
       }
     }
     SweepRow r;
-    r.vram = budgets[i];
-    r.weight_budget = budgets[i] - std::min(budgets[i], ctx.fixed_bytes());
+    r.vram = vram;
+    const uint64_t fixed = ctx.vram_for_weights(0, runtime);
+    r.weight_budget = vram - std::min(vram, fixed);
     r.plan = session->plan();
     r.predicted_s = session->planned().prediction.total_s;
     r.predicted_link_bytes = session->planned().prediction.link_bytes;
@@ -128,6 +149,7 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
       r.bound_link_s = b->link_s;
     }
     r.carried = carried;
+    r.outside_peak = outside_peak;
     r.measured_s = timed.median_total();
     for (size_t ph = 0; ph < r.predicted_phase_s.size(); ++ph) {
       r.predicted_phase_s[ph] = session->planned().prediction.phases[ph].wall_s;
@@ -178,7 +200,12 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
       "ferry bench --sweep: " + std::string(architecture_name(m.config.arch)) + " on " + device;
   if (!a.plot.empty()) report.check(write_file_atomic(a.plot, sweep_svg(rows, title)));
   double worst = 0, worst_checked = 0;
+  size_t peaks = 0, over = 0;
   for (const SweepRow& r : rows) {
+    if (r.outside_peak) {
+      ++peaks;
+      over += *r.outside_peak > r.vram ? 1 : 0;
+    }
     if (r.measured_s && *r.measured_s > 0) {
       worst = std::max(worst, std::abs(r.predicted_s - *r.measured_s) / *r.measured_s);
       const double c = r.checked_s.value_or(r.predicted_s);
@@ -201,6 +228,8 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     j["max_abs_error"] = worst;
     // The same with each session's link check (a budget that streams nothing has none).
     j["max_abs_error_checked"] = worst_checked;
+    // Budgets whose driver-counted peak was read, and of those, how many went over.
+    j["outside_peaks"] = {{"read", peaks}, {"over_budget", over}, {"method", peak_method}};
     j["all_resident_s"] =
         all_resident_s ? nlohmann::ordered_json(*all_resident_s) : nlohmann::ordered_json();
     j["all_resident_note"] = all_resident_note;
@@ -226,6 +255,10 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
   if (!a.plot.empty()) std::printf("\nplot: %s", a.plot.c_str());
   std::printf("\nlargest |predicted - measured| / measured: %.2f%% over %zu budgets\n",
               100.0 * worst, rows.size());
+  if (peaks > 0) {
+    std::printf("device peak seen from outside ferry's books (%s): over the budget at %zu of %zu\n",
+                peak_method.c_str(), over, peaks);
+  }
 }
 
 }  // namespace ferry::cli

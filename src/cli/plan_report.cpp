@@ -107,6 +107,9 @@ void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelW
   const bool checked = std::any_of(rows.begin(), rows.end(),
                                    [](const SweepRow& r) { return r.checked_s.has_value(); });
   if (checked) std::fprintf(out, " %10s %8s", "checked", "err");
+  const bool peaks = std::any_of(rows.begin(), rows.end(),
+                                 [](const SweepRow& r) { return r.outside_peak.has_value(); });
+  if (peaks) std::fprintf(out, " %10s", "peak");
   std::fprintf(out, "\n");
   for (const SweepRow& r : rows) {
     std::fprintf(out, "%10s %10s %10s %6d %9.4fs %9.4fs %9.2f", binary_bytes(r.vram).c_str(),
@@ -122,6 +125,10 @@ void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelW
       const double c = r.checked_s.value_or(r.predicted_s);
       const double m = r.measured_s.value_or(0);
       std::fprintf(out, " %9.4fs %+7.2f%%", c, m > 0 ? 100.0 * (c - m) / m : 0);
+    }
+    if (peaks) {
+      std::fprintf(out, " %10s%s", r.outside_peak ? binary_bytes(*r.outside_peak).c_str() : "-",
+                   r.outside_peak && *r.outside_peak > r.vram ? " OVER" : "");
     }
     std::fprintf(out, "%s\n", r.carried ? "  (plan of the budget before)" : "");
   }
@@ -149,6 +156,7 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const Model
       j["measured_vs_bound"] = r.bound_s > 0 ? *r.measured_s / r.bound_s : 0.0;
     }
     if (r.measured_link) j["measured_link_bytes"] = *r.measured_link;
+    if (r.outside_peak) j["outside_peak_bytes"] = *r.outside_peak;
     if (r.checked_s) {
       j["link_factor"] = r.link_factor.value_or(1.0);
       j["checked_s"] = *r.checked_s;

@@ -45,6 +45,9 @@ struct SweepRow {
   std::optional<double> link_factor;
   std::optional<double> checked_s;
   std::array<double, 4> checked_phase_s{};
+  // bench: the device memory the driver counted for the process at its highest while the session
+  // opened and ran (PeakSampler; none where the backend cannot tell), against `vram`.
+  std::optional<uint64_t> outside_peak;
 };
 
 void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelWeights& weights);

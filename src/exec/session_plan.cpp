@@ -207,6 +207,10 @@ uint64_t PlanningContext::fixed_bytes() const {
   return fixed;
 }
 
+uint64_t PlanningContext::vram_for_weights(uint64_t weight_budget, uint64_t runtime_now) const {
+  return fixed_bytes() - runtime_bytes + runtime_now + weight_budget;
+}
+
 MemoryBudget PlanningContext::memory(const Plan& plan, const ModelWeights& weights,
                                      uint64_t vram) const {
   MemoryBudget m;

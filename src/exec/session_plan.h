@@ -144,6 +144,10 @@ struct PlanningContext {
 
   // Every device byte but the weights': runtime, runner buffers, workspaces.
   uint64_t fixed_bytes() const;
+  // The budget that leaves `weight_budget` for weights to a session whose runtime share is
+  // `runtime_now` (runtime_bytes_now when it opens; the runtime grows in a process as sessions
+  // load kernels, so a sweep's later sessions need more than fixed_bytes() for the same share).
+  uint64_t vram_for_weights(uint64_t weight_budget, uint64_t runtime_now) const;
   // The breakdown of a plan's memory under `vram` (0: no budget).
   MemoryBudget memory(const Plan& plan, const ModelWeights& weights, uint64_t vram) const;
   // The smallest budget in which some plan works (sequential mode allowed or not), with its

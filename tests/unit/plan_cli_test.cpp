@@ -399,6 +399,29 @@ TEST_F(PlanCli, BenchSweepsMeasuredAgainstPredicted) {
   }
 }
 
+// --sweep auto gives each session the weights' share `plan --sweep` plans for (the runtime share
+// is whatever that session finds held; none on the CPU), so its top budget keeps every weight
+// resident. The CPU cannot count device bytes from outside: no row claims a peak.
+TEST_F(PlanCli, BenchSweepAutoMeasuresThePlannedShares) {
+  const nlohmann::json planned =
+      ok_json("plan" + model() + kWorkload + " --sweep --sweep-points 3 --json");
+  const nlohmann::json b =
+      ok_json("bench" + model() + kWorkload +
+              " --sweep auto --sweep-points 3 --runs 1 --warmup 0 --json --quiet");
+  ASSERT_EQ(b["sweep"].size(), planned["sweep"].size());
+  for (size_t i = 0; i < b["sweep"].size(); ++i) {
+    EXPECT_EQ(b["sweep"][i]["weight_budget"], planned["sweep"][i]["weight_budget"]) << i;
+    EXPECT_EQ(b["sweep"][i]["vram"], planned["sweep"][i]["vram"]) << i;
+    EXPECT_FALSE(b["sweep"][i].contains("outside_peak_bytes"));
+  }
+  const auto& top = b["sweep"].back();
+  EXPECT_EQ(top["slots"].get<int>(), 0) << top.dump();
+  EXPECT_EQ(top["measured_link_bytes"].get<double>(), 0.0);
+  EXPECT_GT(b["sweep"][0]["measured_link_bytes"].get<double>(), 0.0);
+  EXPECT_EQ(b["outside_peaks"]["read"].get<int>(), 0);
+  EXPECT_EQ(b["outside_peaks"]["over_budget"].get<int>(), 0);
+}
+
 TEST_F(PlanCli, AutomaticBudget) {
   const nlohmann::json run = ok_json("run" + model() + kRunWorkload + " --vram auto --json");
   EXPECT_GT(run["plan"]["memory"]["budget"].get<uint64_t>(), 0u);

@@ -237,6 +237,39 @@ TEST(PlannerSessionOptions, TheLinkCheckSampleSpreadsOverTheStreamedGroups) {
   EXPECT_TRUE(link_check_sample(w, p, 300, 16).empty());
 }
 
+// A sweep's later sessions find more runtime bytes held (kernels loaded by the earlier ones). The
+// budget vram_for_weights gives them keeps the weights' share the sweep meant: at the top one,
+// every weight resident, where the budget fixed at the start of the sweep streams.
+TEST(PlannerSessionOptions, ASweepBudgetKeepsItsWeightShareAsTheRuntimeGrows) {
+  TinyCheckpoint m("alpamayo-tiny", "plansession");
+  auto backend = create_cpu_backend();
+  // Runtime bytes as a GPU reports them (the registered tier's page tables count then too): at
+  // the sweep's start, and more by the time its top budget opens.
+  const uint64_t at_start = uint64_t{1} << 20;
+  const uint64_t grown = 2 * at_start;
+  auto ctx = planning_context(*backend, m.config(), m.weights(), m.workload(), base_options(),
+                              at_start, /*in_place=*/true);
+  ASSERT_TRUE(ctx.ok()) << ctx.error().to_string();
+  const uint64_t top = sweep_weight_budgets(ctx->schedule, ctx->planner.allow_sequential, 4).back();
+  EXPECT_EQ(ctx->vram_for_weights(top, at_start), ctx->fixed_bytes() + top);
+
+  SessionOptions o = base_options();
+  o.vram = ctx->vram_for_weights(top, grown);
+  auto kept = plan_session_full(*backend, m.config(), m.weights(), m.workload(), o, grown, true);
+  ASSERT_TRUE(kept.ok()) << kept.error().to_string();
+  EXPECT_EQ(streamed_bytes(kept->plan, m.weights()), 0u);
+  EXPECT_EQ(kept->plan.slots, 0);
+  EXPECT_LE(kept->memory.total(), *o.vram);
+  EXPECT_EQ(kept->memory.of("runtime"), grown);
+
+  o.vram = ctx->fixed_bytes() + top;
+  auto fixed_at_start =
+      plan_session_full(*backend, m.config(), m.weights(), m.workload(), o, grown, true);
+  ASSERT_TRUE(fixed_at_start.ok()) << fixed_at_start.error().to_string();
+  EXPECT_GT(streamed_bytes(fixed_at_start->plan, m.weights()), 0u);
+  EXPECT_LE(fixed_at_start->memory.total(), *o.vram);
+}
+
 TEST(PlannerSessionOptions, AutomaticBudgetOnTheCpu) {
   auto backend = create_cpu_backend();
   const std::optional<uint64_t> free = backend->device_free_bytes();
