@@ -974,6 +974,61 @@ stage_session11a() {
   sweep9 bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json "sweep_11${1:-a}_ar1"
 }
 stage_session11c() { stage_session11a c; }
+# Session 11, second call: the first two budgets of session11a's sweep again in a later process
+# of the same machine start (were they slow because the link warms up after a machine start?),
+# with the link's state sampled every second beside them.
+stage_session11e() {
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  nvidia-smi --query-gpu=timestamp,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw,pstate \
+    --format=csv -l 1 >"$LOGS/smi_11e.csv" 2>&1 &
+  local smi=$!
+  step sweep_11e_ar1 300 "$build/ferry" bench --model "$models/alpamayo-r1-10b" --runs 3 \
+    --warmup 1 --sweep "${FERRY_11E_BUDGETS:-1649879340,3557165100}" --json --quiet \
+    --profile bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json
+  kill $smi 2>/dev/null
+  cp "$LOGS/sweep_11e_ar1.log" "$OUT/sweep_11e_ar1.json" 2>/dev/null
+  cp "$LOGS/smi_11e.csv" "$OUT/" 2>/dev/null
+}
+# Session 11, the warm-up question in one call (the machine is given back after 30 s idle, so
+# every call starts a fresh one): the two lowest budgets twice, one process each, then the
+# 12-budget sweep; the link's state sampled every second throughout, and each process's link
+# peak at its start in its JSON (machine.h2d_gbs).
+stage_session11f() {
+  nvidia-smi --query-gpu=timestamp,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw,pstate \
+    --format=csv -l 1 >"$LOGS/smi_11f.csv" 2>&1 &
+  local smi=$! n
+  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
+  for n in 1 2; do
+    step "sweep_11f${n}_ar1" 200 "$build/ferry" bench --model "$models/alpamayo-r1-10b" --runs 3 \
+      --warmup 1 --sweep 1649879340,3557165100 --json --quiet \
+      --profile bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json
+    cp "$LOGS/sweep_11f${n}_ar1.log" "$OUT/sweep_11f${n}_ar1.json" 2>/dev/null
+  done
+  sweep9 bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json sweep_11f_ar1
+  kill $smi 2>/dev/null
+  cp "$LOGS/smi_11f.csv" "$OUT/" 2>/dev/null
+}
+# Session 11, last call: profiles whose copies are timed after the registration, in passes
+# (measure_group_copies), each used in its own process: Alpamayo-R1-10B's 12-budget sweep, then
+# Qwen3-8B's profile and the top five budgets of session11b's sweep (its profile from another
+# process had its copies 4-20% slow on the first 60% of groups).
+stage_session11g() {
+  nvidia-smi --query-gpu=timestamp,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw,pstate \
+    --format=csv -l 1 >"$LOGS/smi_11g.csv" 2>&1 &
+  local smi=$! q="$LOGS/qwen_11.profile.json"
+  ar1_profile profile_11_ar1 "$LOGS/ar1_11.profile.json" 120
+  [ -f "$LOGS/ar1_11.profile.json" ] && sweep9 "$LOGS/ar1_11.profile.json" sweep_11g_ar1
+  synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
+  step profile_11_8b 120 "$build/ferry" profile --model "$models/qwen3-8b" --vram 15GiB --out "$q" \
+    --runs 5 --json --no-map-pass "${qwen_workload[@]}"
+  cp "$q" "$OUT/" 2>/dev/null
+  [ -f "$q" ] && step sweep_11g_8b 200 "$build/ferry" bench --model "$models/qwen3-8b" \
+    --sweep 10680945870,12038716436,13396487002,14754257568,16112028134 --profile "$q" \
+    --runs 1 --warmup 1 --quiet --json "${qwen_workload[@]}"
+  cp "$LOGS/sweep_11g_8b.log" "$OUT/sweep_11g_8b.json" 2>/dev/null
+  kill $smi 2>/dev/null
+  cp "$LOGS/smi_11g.csv" "$OUT/" 2>/dev/null
+}
 stage_session11b() {
   synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
   step sweep_11b_8b 560 "$build/ferry" bench --model "$models/qwen3-8b" --sweep auto \

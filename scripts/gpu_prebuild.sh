@@ -11,7 +11,8 @@ cp "$build/ferry" .gpu/
 cp "$build/tests/ferry_cuda_tests" "$build/tests/ferry_tests" .gpu/tests/
 cp "$build/bench/ferry_context_memory" .gpu/
 for lib in libpcre2-8.so.0 libutf8proc.so.2 libjpeg.so.62 libpng16.so.16; do
-  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')
+  # awk reads to the end: an early exit would stop ldconfig with SIGPIPE, fatal under pipefail
+  path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && !found {print $NF; found = 1}')
   [ -n "$path" ] && cp -L "$path" .gpu/lib/
 done
 strip --strip-debug .gpu/ferry .gpu/tests/* 2>/dev/null || true

@@ -173,14 +173,14 @@ void profile(const ProfileArgs& a) {
     limits = report.check(measure_machine_limits(*backend, *stream));
   }
   so.rates = measured_machine_rates(*backend, limits);
-  std::vector<double> dma;
+  GroupCopyTimes copies;
   std::string byte_path;
   {
     // A tier of its own, closed before the session registers the checkpoint again.
     const HostTier tier = report.check(HostTier::open(*backend, m.checkpoint, so.host_path));
     byte_path = byte_path_of(*backend, tier);
     progress->stage("timing the copy of every group");
-    dma = report.check(measure_group_copies(*backend, weights, tier, a.runs));
+    copies = report.check(measure_group_copies(*backend, weights, tier, a.runs));
   }
   progress->stage("loading weights");
   std::unique_ptr<Session> session =
@@ -200,8 +200,8 @@ void profile(const ProfileArgs& a) {
   session.reset();
   progress.reset();
   double pipeline_ratio = 1;
-  const Profile p = measured_profile(weights, dma, calls, limits, backend->info().name, byte_path,
-                                     w, &pipeline_ratio);
+  const Profile p = measured_profile(weights, copies.dma_s, calls, limits, backend->info().name,
+                                     byte_path, w, &pipeline_ratio);
   report.check(check_profile(p, weights, session_calls));
   report.check(write_file_atomic(a.out, profile_to_json(p)));
   if (!a.timeline_out.empty()) {
@@ -239,6 +239,8 @@ void profile(const ProfileArgs& a) {
       }
     }
     j["all_copies_s"] = dma_total;
+    // Each timed pass's copies of every group: their spread is how far the link moved meanwhile.
+    j["copy_passes_s"] = copies.pass_s;
     j["pipelined_copy_ratio"] = pipeline_ratio;
     for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
       if (exe[phase_index(ph)] > 0) j["compute_s"][phase_name(ph)] = exe[phase_index(ph)];
@@ -261,6 +263,11 @@ void profile(const ProfileArgs& a) {
       "link       %.1f GB/s peak (%s); every group copied once: %.4f s (copies in the pipeline "
       "take %.3fx their time alone)\n",
       p.link_bytes_per_s / 1e9, p.byte_path.c_str(), dma_total, pipeline_ratio);
+  if (!copies.pass_s.empty()) {
+    const auto [lo, hi] = std::minmax_element(copies.pass_s.begin(), copies.pass_s.end());
+    std::printf("           the %zu timed passes over every group: %.4f-%.4f s (%.2f%% apart)\n",
+                copies.pass_s.size(), *lo, *hi, *lo > 0 ? 100.0 * (*hi - *lo) / *lo : 0.0);
+  }
   std::printf("compute    BF16 GEMM %.3g TFLOP/s, device memory %.1f GB/s\n", p.peak_flops / 1e12,
               p.memory_bandwidth / 1e9);
   std::printf(

@@ -98,39 +98,49 @@ class HostTimer final : public GroupProvider {
 
 }  // namespace
 
-Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
-                                                 const HostTier& tier, int runs) {
+Result<GroupCopyTimes> measure_group_copies(Backend& backend, const ModelWeights& weights,
+                                            const HostTier& tier, int runs) {
   if (runs < 1) return make_error(ErrorCode::invalid_argument, "profile: runs must be at least 1");
+  FERRY_RETURN_IF_ERROR(tier.wait_all());
   uint64_t largest = 0;
-  for (const WeightGroup& g : weights.groups) largest = std::max(largest, g.bytes);
+  std::vector<std::vector<HostCopy>> copies;
+  copies.reserve(weights.groups.size());
+  for (const WeightGroup& g : weights.groups) {
+    largest = std::max(largest, g.bytes);
+    FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> c, tier.transfer_copies(g));
+    copies.push_back(std::move(c));
+  }
   FERRY_ASSIGN_OR_RETURN(DeviceBuffer slot,
                          backend.allocate(std::max<uint64_t>(largest, 256), "profile slot"));
   std::unique_ptr<Stream> copy = backend.create_copy_stream();
   std::unique_ptr<Event> start = backend.create_timing_event();
   std::unique_ptr<Event> end = backend.create_timing_event();
-  std::vector<double> out;
-  out.reserve(weights.groups.size());
-  for (const WeightGroup& g : weights.groups) {
-    FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> copies, tier.copies(g));
-    auto enqueue = [&] {
-      for (const HostCopy& c : copies) {
-        backend.copy_from_mapping(*copy, static_cast<char*>(slot.data()) + c.dst_offset, c.src,
-                                  c.bytes, *c.file);
-      }
-    };
-    enqueue();  // untimed: pages into the cache, clocks up
-    FERRY_RETURN_IF_ERROR(backend.synchronize(*copy));
-    std::vector<double> times;
-    for (int r = 0; r < runs; ++r) {
+  auto enqueue = [&](size_t g) {
+    for (const HostCopy& c : copies[g]) {
+      backend.copy_from_mapping(*copy, static_cast<char*>(slot.data()) + c.dst_offset, c.src,
+                                c.bytes, *c.file);
+    }
+  };
+  // Untimed: pages into the cache and their translations warm, clocks up.
+  for (size_t g = 0; g < copies.size(); ++g) enqueue(g);
+  FERRY_RETURN_IF_ERROR(backend.synchronize(*copy));
+  std::vector<std::vector<double>> times(copies.size());
+  GroupCopyTimes out;
+  for (int r = 0; r < runs; ++r) {
+    double pass = 0;
+    for (size_t g = 0; g < copies.size(); ++g) {
       backend.record(*start, *copy);
-      enqueue();
+      enqueue(g);
       backend.record(*end, *copy);
       FERRY_RETURN_IF_ERROR(backend.synchronize(*copy));
       FERRY_ASSIGN_OR_RETURN(double t, backend.elapsed_seconds(*start, *end));
-      times.push_back(std::max(t, 0.0));
+      times[g].push_back(std::max(t, 0.0));
+      pass += times[g].back();
     }
-    out.push_back(median(std::move(times)));
+    out.pass_s.push_back(pass);
   }
+  out.dma_s.reserve(copies.size());
+  for (std::vector<double>& t : times) out.dma_s.push_back(median(std::move(t)));
   return out;
 }
 

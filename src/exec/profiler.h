@@ -46,9 +46,19 @@
 
 namespace ferry {
 
-// C_DMA per group (seconds; index: ModelWeights::groups), the median of `runs` copies.
-Result<std::vector<double>> measure_group_copies(Backend& backend, const ModelWeights& weights,
-                                                 const HostTier& tier, int runs);
+// C_DMA per group and how steady the link was while it was timed.
+struct GroupCopyTimes {
+  std::vector<double> dma_s;   // per group (index: ModelWeights::groups), median over the passes
+  std::vector<double> pass_s;  // per timed pass, every group's copy summed
+};
+// Times every group's copy as a session streams it: after the tier's registration is complete
+// (copies beside the pinning threads measure their contention), split where the session's copies
+// split (HostTier::transfer_copies). One untimed pass, then `runs` passes over all the groups in
+// turn: a link whose rate drifts while it is timed moves every group's median alike instead of
+// the groups timed first (one group's runs back to back gave a profile whose first 60% of groups
+// came out 4-20% slower than the rest; ninth session's Qwen3-8B profile).
+Result<GroupCopyTimes> measure_group_copies(Backend& backend, const ModelWeights& weights,
+                                            const HostTier& tier, int runs);
 
 // Per group and phase, what the timelines show (seconds; median over runs of the per-run mean):
 // over calls with a copy in under 5% of their span (alone), over 95% (copying), all of them

@@ -14,11 +14,13 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_runner.h"
 #include "exec/host_registrar.h"
+#include "exec/profiler.h"
 #include "exec/session.h"
 #include "tiny_checkpoint.h"
 
@@ -377,6 +379,52 @@ TEST(RegistrationInPieces, ThreeThreadsAndStreamedGroups) {
   o.plan.resident = std::vector<std::string>{"text.layers.0", "text.head.0"};
   o.streaming.poison_slots = true;
   expect_overlapped_and_exact("qwen3-tiny", 3, o);
+}
+
+// The profiler times copies as a session streams them: none before the last piece is registered
+// (copies beside the pinning threads time their contention), none across two pieces, every group
+// once per pass, the passes one after the other.
+TEST(RegistrationInPieces, TheProfilerTimesCopiesOnlyAfterTheLastPiece) {
+  TinyCheckpoint m("qwen3-tiny", "reg_profile");
+  RecordingBackend backend;
+  // Slow pinning: a copy issued before the registration ends would come before its last piece.
+  backend.before_register = [](int) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  auto tier = HostTier::open(backend, m.checkpoint(), HostPath::registered, {}, {kPiece, 1});
+  ASSERT_TRUE(tier.ok()) << tier.error().to_string();
+  constexpr int kRuns = 3;
+  auto times = measure_group_copies(backend, m.weights(), *tier, kRuns);
+  ASSERT_TRUE(times.ok()) << times.error().to_string();
+  const size_t groups = m.weights().groups.size();
+  ASSERT_EQ(times->dma_s.size(), groups);
+  ASSERT_EQ(times->pass_s.size(), static_cast<size_t>(kRuns));
+  for (size_t g = 0; g < groups; ++g) EXPECT_GE(times->dma_s[g], 0.0) << g;
+  for (double t : times->pass_s) EXPECT_GT(t, 0.0);
+  EXPECT_EQ(backend.unregistered_copies(), 0);
+  const auto log = backend.log();
+  const size_t last_reg = last_index(log, RecordingBackend::Kind::reg, log.size());
+  ASSERT_LT(last_reg, log.size());
+  EXPECT_GT(first_index(log, RecordingBackend::Kind::copy), last_reg);
+  // One untimed pass and kRuns timed ones, each copying every group: the copies of the first
+  // group (its first piece's start) come 1 + kRuns times, each pass's after the last group's.
+  std::vector<size_t> firsts;
+  const std::vector<HostCopy> first_group = tier->transfer_copies(m.weights().groups[0]).value();
+  const std::vector<HostCopy> last_group =
+      tier->transfer_copies(m.weights().groups[groups - 1]).value();
+  ASSERT_FALSE(first_group.empty());
+  ASSERT_FALSE(last_group.empty());
+  std::vector<size_t> lasts;
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i].kind != RecordingBackend::Kind::copy) continue;
+    if (log[i].begin == first_group[0].src) firsts.push_back(i);
+    if (log[i].begin == last_group[0].src) lasts.push_back(i);
+  }
+  ASSERT_EQ(firsts.size(), static_cast<size_t>(1 + kRuns));
+  ASSERT_EQ(lasts.size(), static_cast<size_t>(1 + kRuns));
+  for (size_t r = 0; r + 1 < firsts.size(); ++r) {
+    EXPECT_LT(firsts[r], lasts[r]);
+    EXPECT_LT(lasts[r], firsts[r + 1]) << "pass " << r << " ends before the next begins";
+  }
+  EXPECT_FALSE(measure_group_copies(backend, m.weights(), *tier, 0).ok());
 }
 
 // (c) a piece refused part-way, after copies out of earlier pieces were issued: auto falls back
