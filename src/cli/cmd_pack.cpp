@@ -54,12 +54,14 @@ Transfers count_transfers(const std::string& dir) {
 void pack(const PackArgs& a) {
   PackOptions o;
   o.force = a.force;
-  Result<PackReport> packed = make_error(ErrorCode::internal, "pack: not run");
+  PackReport r;
   {
     InterruptScope interruptible;  // SIGINT/SIGTERM stop the write; OUT stays as it was
-    packed = pack_checkpoint(a.in, a.out, o);
+    r = report.check(pack_checkpoint(a.in, a.out, o));
+    // OUT holds the new checkpoint: finish and say so (status 0) whatever signal comes now, so
+    // that the status always tells whether OUT was written.
+    defer_interrupts_until_exit();
   }
-  const PackReport r = report.check(std::move(packed));
   const Transfers t = count_transfers(a.out);
   if (a.json) {
     nlohmann::ordered_json j;

@@ -53,6 +53,10 @@ InterruptScope::~InterruptScope() {
   g_scopes.fetch_sub(1);
 }
 
+void defer_interrupts_until_exit() {
+  g_scopes.fetch_add(1);  // never taken back
+}
+
 int pending_interrupt() {
   return g_pending.load(std::memory_order_relaxed);
 }

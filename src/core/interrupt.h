@@ -27,6 +27,12 @@ class InterruptScope {
   InterruptScope& operator=(const InterruptScope&) = delete;
 };
 
+// For a command whose writes are committed: from now until the process exits, a signal is
+// recorded as inside a scope and nothing checks it, so the process finishes its report and exits
+// with the status of what it wrote (a SIGTERM a moment after the commit no longer ends it with
+// 143 and a complete OUT).
+void defer_interrupts_until_exit();
+
 // The signal recorded inside a scope, or 0.
 int pending_interrupt();
 
