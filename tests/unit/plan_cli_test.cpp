@@ -390,6 +390,10 @@ TEST_F(PlanCli, BenchSweepsMeasuredAgainstPredicted) {
   ASSERT_TRUE(b["all_resident_s"].is_number()) << b["all_resident_note"];
   const double all = b["all_resident_s"].get<double>();
   EXPECT_GT(all, 0.0);
+  // Its prediction is the top budget's (the same plan: every weight resident).
+  ASSERT_TRUE(b["all_resident_predicted_s"].is_number());
+  EXPECT_DOUBLE_EQ(b["all_resident_predicted_s"].get<double>(),
+                   b["sweep"][1]["predicted_s"].get<double>());
   for (const auto& row : b["sweep"]) {
     const double compute = row["bound_compute_s"].get<double>();
     const double link = row["bound_link_s"].get<double>();
