@@ -974,21 +974,6 @@ stage_session11a() {
   sweep9 bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json "sweep_11${1:-a}_ar1"
 }
 stage_session11c() { stage_session11a c; }
-# Session 11, second call: the first two budgets of session11a's sweep again in a later process
-# of the same machine start (were they slow because the link warms up after a machine start?),
-# with the link's state sampled every second beside them.
-stage_session11e() {
-  synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  nvidia-smi --query-gpu=timestamp,pcie.link.gen.current,pcie.link.width.current,clocks.sm,clocks.mem,power.draw,pstate \
-    --format=csv -l 1 >"$LOGS/smi_11e.csv" 2>&1 &
-  local smi=$!
-  step sweep_11e_ar1 300 "$build/ferry" bench --model "$models/alpamayo-r1-10b" --runs 3 \
-    --warmup 1 --sweep "${FERRY_11E_BUDGETS:-1649879340,3557165100}" --json --quiet \
-    --profile bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json
-  kill $smi 2>/dev/null
-  cp "$LOGS/sweep_11e_ar1.log" "$OUT/sweep_11e_ar1.json" 2>/dev/null
-  cp "$LOGS/smi_11e.csv" "$OUT/" 2>/dev/null
-}
 # Session 11, the warm-up question in one call (the machine is given back after 30 s idle, so
 # every call starts a fresh one): the two lowest budgets twice, one process each, then the
 # 12-budget sweep; the link's state sampled every second throughout, and each process's link
