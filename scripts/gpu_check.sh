@@ -971,9 +971,8 @@ stage_session10c() {
 # Qwen3-8B (profile 02c).
 stage_session11a() {
   synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
-  sweep9 bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json "sweep_11${1:-a}_ar1"
+  sweep9 bench/profiles/h200-alpamayo-r1-10b-2026-12-02d.profile.json sweep_11a_ar1
 }
-stage_session11c() { stage_session11a c; }
 # Session 11, the warm-up question in one call (the machine is given back after 30 s idle, so
 # every call starts a fresh one): the two lowest budgets twice, one process each, then the
 # 12-budget sweep; the link's state sampled every second throughout, and each process's link
