@@ -481,12 +481,6 @@ TEST(PlanPredictor, AnIdleStartAddsItsTimeOnlyAfterAWait) {
   EXPECT_DOUBLE_EQ(got->total_s, 4.5);
 }
 
-}  // namespace
-}  // namespace ferry
-
-namespace ferry {
-namespace {
-
 // A stage boundary with a measured entry: the host waits for the stage's last call (the executor
 // synchronizes there) and spends the entry before the next stage's first call, in place of the
 // host step that call had (prefill's sampling); boundaries without one keep their own step.

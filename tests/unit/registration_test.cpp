@@ -406,13 +406,12 @@ TEST(RegistrationInPieces, TheProfilerTimesCopiesOnlyAfterTheLastPiece) {
   EXPECT_GT(first_index(log, RecordingBackend::Kind::copy), last_reg);
   // One untimed pass and kRuns timed ones, each copying every group: the copies of the first
   // group (its first piece's start) come 1 + kRuns times, each pass's after the last group's.
-  std::vector<size_t> firsts;
   const std::vector<HostCopy> first_group = tier->transfer_copies(m.weights().groups[0]).value();
   const std::vector<HostCopy> last_group =
       tier->transfer_copies(m.weights().groups[groups - 1]).value();
   ASSERT_FALSE(first_group.empty());
   ASSERT_FALSE(last_group.empty());
-  std::vector<size_t> lasts;
+  std::vector<size_t> firsts, lasts;
   for (size_t i = 0; i < log.size(); ++i) {
     if (log[i].kind != RecordingBackend::Kind::copy) continue;
     if (log[i].begin == first_group[0].src) firsts.push_back(i);
