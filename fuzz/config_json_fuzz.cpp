@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "model/weights.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

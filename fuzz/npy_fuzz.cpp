@@ -1,11 +1,11 @@
-// libFuzzer target: the .npy reader of `ferry run --ego-history` (cli/npy.h) and, when the bytes
+// libFuzzer target: the .npy reader of `ferry run --ego-history` (api/npy.h) and, when the bytes
 // hold 48 numbers, the ego history built from them with its tokens and speed estimate
 // (model/ego_history.h). Any crash, sanitizer report or broken invariant is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "cli/npy.h"
+#include "api/npy.h"
 #include "model/ego_history.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -14,9 +14,9 @@
 
 #include "api/loaded_model.h"
 #include "binding.h"
-#include "cli/run_inputs.h"
-#include "cli/session_args.h"
-#include "cli/synth.h"
+#include "api/run_inputs.h"
+#include "api/session_args.h"
+#include "api/synth.h"
 #include "image/image.h"
 #include "image/qwen_vl_preprocess.h"
 #include "model/ego_history.h"
@@ -79,12 +79,12 @@ struct RunRequest {
   api::RunSettings settings;
 };
 
-Result<cli::InputParts> read_parts(const api::LoadedModel& model, RunRequest& req) {
-  cli::InputParts parts;
+Result<api::InputParts> read_parts(const api::LoadedModel& model, RunRequest& req) {
+  api::InputParts parts;
   const bool alpamayo = model.config().alpamayo() != nullptr;
   if (req.frames_path) {
-    FERRY_RETURN_IF_ERROR(cli::read_frames(model.path(), *req.frames_path,
-                                           alpamayo ? cli::kAlpamayoFrames : 0, parts));
+    FERRY_RETURN_IF_ERROR(api::read_frames(model.path(), *req.frames_path,
+                                           alpamayo ? api::kAlpamayoFrames : 0, parts));
   } else if (!req.frames.empty()) {
     FERRY_ASSIGN_OR_RETURN(VisionPreprocessConfig pre, load_preprocessor_config(model.path()));
     for (size_t i = 0; i < req.frames.size(); ++i) {
@@ -102,7 +102,7 @@ Result<cli::InputParts> read_parts(const api::LoadedModel& model, RunRequest& re
   if (req.history) {
     const HistorySource& h = *req.history;
     if (!h.path.empty()) {
-      FERRY_ASSIGN_OR_RETURN(parts.history, cli::read_ego_history(h.path, h.rotations_path));
+      FERRY_ASSIGN_OR_RETURN(parts.history, api::read_ego_history(h.path, h.rotations_path));
     } else {
       FERRY_ASSIGN_OR_RETURN(parts.history, ego_history_from(h.xyz, h.rotations, h.yaw));
     }
@@ -214,7 +214,7 @@ py::dict run(api::LoadedModel& model, const std::optional<std::string>& frames_p
   req.settings.flow_steps = flow_steps;
   Result<api::RunOutput> out = [&]() -> Result<api::RunOutput> {
     py::gil_scoped_release release;
-    FERRY_ASSIGN_OR_RETURN(cli::InputParts parts, read_parts(model, req));
+    FERRY_ASSIGN_OR_RETURN(api::InputParts parts, read_parts(model, req));
     return model.run(std::move(parts), req.settings);
   }();
   return result_dict(model, check(std::move(out)));
@@ -246,7 +246,7 @@ void add_model(py::module_& m) {
   m.def(
       "synth",
       [](const std::string& preset, const std::string& out, uint64_t seed, bool force) {
-        cli::SynthOptions o;
+        api::SynthOptions o;
         o.preset = preset;
         o.out = out;
         o.seed = seed;
@@ -254,7 +254,7 @@ void add_model(py::module_& m) {
         Status s;
         {
           py::gil_scoped_release release;
-          s = cli::run_synth(o);
+          s = api::run_synth(o);
         }
         check(s);
       },

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <utility>
 
-#include "cli/cli_support.h"
-#include "format/config_json.h"
+#include "api/open_model.h"
+#include "model/config_json.h"
 
 namespace ferry::api {
 
@@ -34,9 +34,9 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::open(const std::string& path,
   InferenceOptions inference;
   inference.exec.graphs = options.graphs;
   FERRY_ASSIGN_OR_RETURN(m->session_options_,
-                         cli::session_options(options.session, m->weights_, inference));
+                         session_options(options.session, m->weights_, inference));
   FERRY_ASSIGN_OR_RETURN(m->backend_,
-                         cli::backend_from_flag(options.backend, options.session.check_streams));
+                         backend_from_flag(options.backend, options.session.check_streams));
   m->backend_name_ = std::string(m->backend_->name());
   Result<Tokenizer> tok = Tokenizer::load_dir(path);
   if (tok.ok()) {
@@ -68,7 +68,7 @@ Result<bool> LoadedModel::ensure_session(const Workload& w) {
     // Created before the old one goes, so that a failure leaves a backend in place.
     FERRY_ASSIGN_OR_RETURN(
         std::unique_ptr<Backend> fresh,
-        cli::backend_from_flag(options_.backend, options_.session.check_streams));
+        backend_from_flag(options_.backend, options_.session.check_streams));
     backend_ = std::move(fresh);
   }
   FERRY_ASSIGN_OR_RETURN(
@@ -82,17 +82,17 @@ std::optional<LoadedModel::SessionSummary> LoadedModel::session_summary() const 
   std::lock_guard<std::mutex> lock(mutex_);
   if (!session_) return std::nullopt;
   return SessionSummary{
-      cli::plan_summary_json(session_->plan(), weights_, session_->memory()).dump(),
+      plan_summary_json(session_->plan(), weights_, session_->memory()).dump(),
       session_->memory().summary()};
 }
 
-Result<RunOutput> LoadedModel::run(cli::InputParts parts, const RunSettings& settings) {
+Result<RunOutput> LoadedModel::run(InputParts parts, const RunSettings& settings) {
   if (!tokenizer_) {
     return make_error(tokenizer_error_->code,
                       "real inputs need the model's tokenizer: " + tokenizer_error_->message);
   }
-  FERRY_ASSIGN_OR_RETURN(cli::PreparedInputs prepared,
-                         cli::make_real_inputs(*tokenizer_, path_, config_, std::move(parts)));
+  FERRY_ASSIGN_OR_RETURN(PreparedInputs prepared,
+                         make_real_inputs(*tokenizer_, path_, config_, std::move(parts)));
   Workload w = prepared.workload;
   // As `ferry run` sets them on real inputs (cmd_run.cpp: apply_settings).
   if (const AlpamayoConfig* ar = config_.alpamayo()) {
@@ -131,8 +131,8 @@ Result<RunOutput> LoadedModel::run(cli::InputParts parts, const RunSettings& set
   if (out.opened_session) out.open_seconds = session_->open_seconds();
   const StopRule stop = prepared.inputs.stop;
   FERRY_RETURN_IF_ERROR(session_->set_inputs(std::move(prepared.inputs)));
-  FERRY_ASSIGN_OR_RETURN(out.result, cli::name_damage(session_->run(), *checkpoint_));
-  FERRY_ASSIGN_OR_RETURN(out.text, cli::generated_text(*tokenizer_, stop, out.result));
+  FERRY_ASSIGN_OR_RETURN(out.result, name_damage(session_->run(), *checkpoint_));
+  FERRY_ASSIGN_OR_RETURN(out.text, generated_text(*tokenizer_, stop, out.result));
   return out;
 }
 

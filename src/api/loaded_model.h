@@ -17,8 +17,8 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "cli/run_real.h"
-#include "cli/session_args.h"
+#include "api/run_real.h"
+#include "api/session_args.h"
 #include "core/status.h"
 #include "exec/session.h"
 #include "format/safetensors.h"
@@ -30,7 +30,7 @@ namespace ferry::api {
 
 struct ModelOptions {
   std::string backend;       // "cpu", "cuda"; empty: CUDA when available, else the CPU
-  cli::SessionArgs session;  // --vram, --mode, --resident, ... as `ferry run` takes them
+  SessionArgs session;  // --vram, --mode, --resident, ... as `ferry run` takes them
   bool graphs = true;        // record replayable calls once and replay them
 };
 
@@ -45,7 +45,7 @@ struct RunSettings {
 
 struct RunOutput {
   InferenceResult result;
-  cli::GeneratedText text;
+  GeneratedText text;
   bool opened_session = false;  // this run opened a session (the first, or one that did not fit)
   double open_seconds = 0.0;    // the session's opening, when this run opened it
 };
@@ -59,8 +59,8 @@ class LoadedModel {
                                                    const ModelOptions& options);
   ~LoadedModel();
 
-  // One inference on `parts` (cli::make_real_inputs checks them). Thread-safe: runs take turns.
-  Result<RunOutput> run(cli::InputParts parts, const RunSettings& settings);
+  // One inference on `parts` (make_real_inputs checks them). Thread-safe: runs take turns.
+  Result<RunOutput> run(InputParts parts, const RunSettings& settings);
 
   const std::string& path() const { return path_; }
   const ModelConfig& config() const { return config_; }

@@ -9,7 +9,7 @@
 // many ops as one launch and leave nothing to attribute.
 //
 // The phase is a label set by whoever drives execution (set_phase; ProfilingProvider in
-// exec/profiling_provider.h sets it from each Call). Ops before the first label are "other".
+// measure/profiling_provider.h sets it from each Call). Ops before the first label are "other".
 // Buffers, streams and events are the wrapped backend's own objects, passed through unchanged.
 #pragma once
 

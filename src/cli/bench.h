@@ -8,10 +8,10 @@
 
 #include "cli/cli_support.h"
 #include "cli/progress.h"
-#include "cli/session_args.h"
+#include "api/session_args.h"
 #include "cli/workload_args.h"
-#include "exec/machine_limits.h"
-#include "exec/runner.h"
+#include "measure/machine_limits.h"
+#include "exec/executor.h"
 #include "exec/session.h"
 #include "exec/stream_timeline.h"
 #include "model/inference.h"

@@ -14,9 +14,9 @@
 
 #include "cli/bench.h"
 #include "cli/plan_report.h"
-#include "cli/size_arg.h"
+#include "core/parse_size.h"
 #include "core/units.h"
-#include "exec/peak_sampler.h"
+#include "measure/peak_sampler.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
 #include "plan/sweep.h"

@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/inspect_report.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/safetensors.h"
 
 namespace ferry::cli {

@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
 #include "core/interrupt.h"
-#include "exec/host_tier.h"
+#include "host/host_tier.h"
 #include "model/pack.h"
 
 namespace ferry::cli {

@@ -2,7 +2,7 @@
 // Without a model: the topology and capabilities (integrated or discrete, pageable memory access,
 // host registration tried for real, the PCIe link, copy engines) and the page-locked link rate.
 // With one: the four byte paths measured over the model's whole working set
-// (exec/byte_probe.h), and the verdict of the second paper's Algorithm 2 for every group, with
+// (measure/byte_probe.h), and the verdict of the second paper's Algorithm 2 for every group, with
 // its reason (plan/byte_paths.h). --save writes the rates as data the planner reads.
 #include <cstdio>
 #include <iostream>
@@ -15,9 +15,9 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
-#include "cli/size_arg.h"
+#include "core/parse_size.h"
 #include "core/units.h"
-#include "exec/byte_probe.h"
+#include "measure/byte_probe.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
 #include "format/mapped_file.h"

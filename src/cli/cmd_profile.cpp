@@ -1,5 +1,5 @@
 // `ferry profile`: measures, on this machine and under a budget if one is given, what the planner
-// and the predictor need (exec/profiler.h: C_DMA and C_EXE per group and phase from device
+// and the predictor need (measure/profiler.h: C_DMA and C_EXE per group and phase from device
 // events, the link and compute peaks, the host steps and the launch time) and writes it as a
 // profile file (docs/planner.md) for `ferry plan --profile` and `run/bench --profile`.
 #include <algorithm>
@@ -16,13 +16,14 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "cli/session_args.h"
+#include "api/session_args.h"
+#include "cli/session_flags.h"
 #include "cli/timeline_json.h"
 #include "cli/workload_args.h"
 #include "core/units.h"
-#include "exec/background_copies.h"
-#include "exec/machine_limits.h"
-#include "exec/profiler.h"
+#include "measure/background_copies.h"
+#include "measure/machine_limits.h"
+#include "measure/profiler.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
 
@@ -79,7 +80,7 @@ std::unique_ptr<BackgroundCopies> start_background_copies(Backend& backend) {
   return nullptr;
 }
 
-// The profiler's second pass (exec/profiler.h), chosen by the first pass's plan: a ring runs
+// The profiler's second pass (measure/profiler.h), chosen by the first pass's plan: a ring runs
 // again in sequential mode on a second session (every call alone; one session at a time, and a
 // backend reserves its budget once, so it gets a backend of its own); a plan that streams
 // nothing runs again beside background copies of a small buffer from the budget's room (every
@@ -118,7 +119,7 @@ std::string run_second_pass(const ProfileArgs& a, const OpenModel& m, const Work
   return "under copies";
 }
 
-// The map pass (exec/profiler.h map_pass_plan): on a backend and session of its own, every group
+// The map pass (measure/profiler.h map_pass_plan): on a backend and session of its own, every group
 // kernels can read in place is mapped, the rest stream one at a time; each mapped call's span is
 // its C_EXE mapped. Updates `calls`; returns what ran, or why it did not.
 std::string run_map_pass(const ProfileArgs& a, const OpenModel& m, const Workload& w,

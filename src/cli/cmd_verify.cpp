@@ -11,7 +11,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/nonfinite_scan.h"
 #include "model/weights.h"
 

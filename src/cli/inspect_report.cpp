@@ -72,12 +72,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 void add_to_module(InspectReport& r, const std::string& module, int64_t params, uint64_t bytes) {
   for (auto& m : r.modules) {
     if (m.module == module) {
@@ -152,22 +146,6 @@ std::vector<Row> collapse(const InspectReport& r) {
 }
 
 }  // namespace
-
-std::string human_params(int64_t n) {
-  const auto d = static_cast<double>(n);
-  if (n >= 1'000'000'000) return fmt("%.2fB", d / 1e9);
-  if (n >= 1'000'000) return fmt("%.1fM", d / 1e6);
-  if (n >= 10'000) return fmt("%.1fK", d / 1e3);
-  return std::to_string(n);
-}
-
-std::string human_bytes(uint64_t n) {
-  const auto d = static_cast<double>(n);
-  if (n >= 1'000'000'000) return fmt("%.2f GB", d / 1e9);
-  if (n >= 1'000'000) return fmt("%.1f MB", d / 1e6);
-  if (n >= 10'000) return fmt("%.1f kB", d / 1e3);
-  return std::to_string(n) + " B";
-}
 
 std::string prefix_group(const std::string& tensor_name) {
   auto parts = split(tensor_name);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/units.h"
 #include "model/config.h"
 
 namespace ferry::cli {
@@ -51,10 +52,6 @@ struct InspectReport {
 // Groups `report.tensors` (already filled) through `config`'s table, or by prefix if null.
 void group_report(InspectReport& report, const ModelConfig* config);
 
-// "576.4M", "7.58B", "512", "1.2K".
-std::string human_params(int64_t n);
-// "1.15 GB", "8.9 MB", "512 B" (decimal units).
-std::string human_bytes(uint64_t n);
 // The prefix group of a tensor name: up to and including the first numeric component
 // ("model.layers.3.mlp.up_proj.weight" -> "model.layers.3"), else all but the last component.
 std::string prefix_group(const std::string& tensor_name);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/profiling_backend.h"
-#include "exec/runner.h"
+#include "exec/executor.h"
 
 namespace ferry::cli {
 

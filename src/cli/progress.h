@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "exec/runner.h"
+#include "exec/executor.h"
 #include "model/call_sequence.h"
 
 namespace ferry::cli {

@@ -4,6 +4,17 @@
 
 namespace ferry {
 
+namespace {
+
+std::string units_fmt(const char* format, double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+}  // namespace
+
+
 std::string binary_bytes(uint64_t bytes) {
   char buf[32];
   const auto b = static_cast<double>(bytes);
@@ -17,6 +28,22 @@ std::string binary_bytes(uint64_t bytes) {
     std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
   }
   return buf;
+}
+
+std::string human_params(int64_t n) {
+  const auto d = static_cast<double>(n);
+  if (n >= 1'000'000'000) return units_fmt("%.2fB", d / 1e9);
+  if (n >= 1'000'000) return units_fmt("%.1fM", d / 1e6);
+  if (n >= 10'000) return units_fmt("%.1fK", d / 1e3);
+  return std::to_string(n);
+}
+
+std::string human_bytes(uint64_t n) {
+  const auto d = static_cast<double>(n);
+  if (n >= 1'000'000'000) return units_fmt("%.2f GB", d / 1e9);
+  if (n >= 1'000'000) return units_fmt("%.1f MB", d / 1e6);
+  if (n >= 10'000) return units_fmt("%.1f kB", d / 1e3);
+  return std::to_string(n) + " B";
 }
 
 }  // namespace ferry

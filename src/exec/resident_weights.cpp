@@ -4,12 +4,12 @@
 #include <chrono>
 #include <string>
 
-#include "exec/host_tier.h"
+#include "host/host_tier.h"
 
 namespace ferry {
 
 namespace {
-// Each of the two bounce buffers of the load (exec/bounce_ring.h).
+// Each of the two bounce buffers of the load (host/bounce_ring.h).
 constexpr uint64_t kUploadSlot = uint64_t{64} << 20;
 }  // namespace
 
@@ -30,7 +30,7 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
   for (const WeightGroup& g : weights.groups)
     for (const WeightSpec& s : g.tensors) largest = std::max(largest, s.bytes);
   // Where each group's bytes are in the mapping (registered nothing: this loader copies through
-  // guarded page-locked buffers, exec/bounce_ring.h).
+  // guarded page-locked buffers, host/bounce_ring.h).
   BounceOptions bounce;
   bounce.buffers = 2;
   bounce.buffer_bytes = static_cast<size_t>(std::clamp(largest, uint64_t{4096}, kUploadSlot));

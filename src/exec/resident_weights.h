@@ -7,7 +7,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "exec/runner.h"
+#include "exec/executor.h"
 #include "format/safetensors.h"
 #include "model/weights.h"
 
@@ -18,7 +18,7 @@ class ResidentWeights : public GroupProvider {
   // Allocates every group and copies its tensors in; synchronizes the stream before returning.
   // A checkpoint tensor that is missing or whose byte size differs from the spec is an error;
   // so is a checkpoint file that changes during the load (read through the bounce ring,
-  // exec/bounce_ring.h).
+  // host/bounce_ring.h).
   static Result<ResidentWeights> load(Backend& backend, Stream& stream, const ModelWeights& weights,
                                       const Checkpoint& checkpoint);
 

@@ -49,6 +49,7 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   StartTimes& times = s->start_;
   s->backend_ = &backend;
   s->checkpoint_ = &checkpoint;
+  s->weights_ = &weights;
   // The budget's region first, before the host tier's registration thread starts: reserving
   // ~15 GB maps device memory into the process, which waits on every page-pinning call of the
   // registration (they share the process's memory-map lock) and took up to 0.5 s beside it on
@@ -193,9 +194,8 @@ Status Session::check_link(const ModelWeights& weights) {
 }
 
 Result<InferenceResult> Session::run(GroupProvider* through) {
-  FERRY_ASSIGN_OR_RETURN(
-      InferenceResult r,
-      runner_->run(*stream_, through != nullptr ? *through : *provider_, &graphs_));
+  Executor executor(*backend_, *weights_, through != nullptr ? *through : *provider_, &graphs_);
+  FERRY_ASSIGN_OR_RETURN(InferenceResult r, runner_->run(*stream_, executor));
   // Streamed groups were read from the mapping during the run: trust them only if the files
   // are still the ones opened.
   FERRY_RETURN_IF_ERROR(checkpoint_->check_unchanged());

@@ -20,8 +20,8 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "exec/host_tier.h"
-#include "exec/runner.h"
+#include "host/host_tier.h"
+#include "exec/executor.h"
 #include "exec/session_plan.h"
 #include "exec/start_times.h"
 #include "exec/streaming_provider.h"
@@ -71,6 +71,7 @@ class Session {
   // Fills planned_.link_check (SessionOptions::link_check).
   Status check_link(const ModelWeights& weights);
   Backend* backend_ = nullptr;
+  const ModelWeights* weights_ = nullptr;  // outlives the session, as the checkpoint does
   const Checkpoint* checkpoint_ = nullptr;
   SessionPlan planned_;
   HostTier tier_;

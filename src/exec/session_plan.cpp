@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "core/units.h"
-#include "exec/measuring_backend.h"
+#include "backend/measuring_backend.h"
 #include "model/cost.h"
 #include "plan/lent_cache.h"
 
@@ -164,15 +164,6 @@ MachineRates default_machine_rates(const Backend& backend) {
   r.host.sampling_s = 100e-6;
   r.host.euler_s = 50e-6;
   r.host.launch_s = 5e-6;
-  return r;
-}
-
-MachineRates measured_machine_rates(const Backend& backend, const MachineLimits& limits) {
-  MachineRates r = default_machine_rates(backend);
-  r.byte_path = "measured (page-locked)";
-  if (limits.h2d_bandwidth > 0) r.link_bytes_per_s = limits.h2d_bandwidth;
-  if (limits.gemm_flops > 0) r.peak_flops = limits.gemm_flops;
-  if (limits.copy_bandwidth > 0) r.memory_bandwidth = limits.copy_bandwidth;
   return r;
 }
 

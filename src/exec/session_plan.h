@@ -23,8 +23,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "exec/host_tier.h"
-#include "exec/machine_limits.h"
+#include "host/host_tier.h"
 #include "exec/streaming_provider.h"
 #include "format/safetensors.h"
 #include "model/call_sequence.h"
@@ -124,8 +123,6 @@ Result<std::optional<uint64_t>> resolve_vram(const Backend& backend, const Sessi
 // GPU on PCIe Gen5 (50 GB/s link, 700 TFLOP/s BF16, 4 TB/s memory); the CPU backend: 10 GB/s
 // copies, 100 GFLOP/s, 20 GB/s. Host steps: 100 us sampling, 50 us Euler, 5 us per launch.
 MachineRates default_machine_rates(const Backend& backend);
-// The same with the measured peaks of `limits` (link, GEMM, device memory) in place of defaults.
-MachineRates measured_machine_rates(const Backend& backend, const MachineLimits& limits);
 
 // Everything a session's plan depends on except the budget: measured and timed once, planned at
 // any number of budgets (the sweeps).

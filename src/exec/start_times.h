@@ -1,7 +1,7 @@
 // Where the time from process start to the first inference ready goes (issue 11, "fast start"):
 // the caller's steps (the CLI's: config, checkpoint, backend) and Session::open's, each timed on
 // the thread that opens the session, plus the host registration, which runs beside them on
-// threads of its own (exec/host_registrar.h). `run --json` and `bench --json` print it as
+// threads of its own (host/host_registrar.h). `run --json` and `bench --json` print it as
 // "start"; docs/byte_paths.md says what each part covers.
 #pragma once
 
@@ -49,7 +49,7 @@ struct StartTimes {
   int register_threads = 0;  // 0: every piece registered by HostTier::open
   uint64_t register_bytes = 0;
 
-  // What the host tier found when it opened (exec/page_cache.h): the weights files' bytes, those
+  // What the host tier found when it opened (host/page_cache.h): the weights files' bytes, those
   // in the page cache, the host's MemAvailable (0: unknown).
   uint64_t files_bytes = 0;
   uint64_t cached_bytes = 0;

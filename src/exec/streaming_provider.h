@@ -24,7 +24,7 @@
 // streamed call's copy, read back after the inference as a StreamTimeline
 // (exec/stream_timeline.h). It costs two event records per call and two per copy, and makes the
 // copy stream wait for an origin event on the compute stream at the start of each inference.
-// On the bounce path (exec/bounce_ring.h) a streamed copy is a job of the tier's bounce ring: its
+// On the bounce path (host/bounce_ring.h) a streamed copy is a job of the tier's bounce ring: its
 // worker thread waits for the slot's compute-done event, fills page-locked buffers from the
 // mapping and enqueues their DMAs and the DMA-done record on the copy stream. acquire() then
 // waits on the host until that job has been enqueued, and only then enqueues the compute
@@ -40,8 +40,8 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "exec/host_tier.h"
-#include "exec/runner.h"
+#include "host/host_tier.h"
+#include "exec/executor.h"
 #include "exec/stream_timeline.h"
 #include "model/weights.h"
 #include "plan/lent_cache.h"

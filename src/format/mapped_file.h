@@ -37,7 +37,7 @@ class MappedFile {
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
   const std::string& path() const { return path_; }
   // The open descriptor behind the mapping (-1 for a default-constructed one): the same file
-  // even after another is renamed over its path (exec/storage_reader.h reopens it from here).
+  // even after another is renamed over its path (host/storage_reader.h reopens it from here).
   int fd() const { return fd_; }
 
   // An io error "PATH: changed or truncated while in use (...)" when the file's size or

@@ -184,7 +184,7 @@ class VisionLanguageRunner final : public ModelRunner {
   Status init();
   const std::vector<Call>& calls() const override { return calls_; }
   Status set_inputs(ModelInputs inputs) override;
-  Result<InferenceResult> run(Stream& stream, GroupProvider& provider, GraphCache* graphs) override;
+  Result<InferenceResult> run(Stream& stream, CallWalker& walker) override;
   // The shared region: the vision tower is done before prefill, and decode steps of one token
   // do not touch the text decoder's large activations.
   LentRegion lent_region() const override {
@@ -350,8 +350,7 @@ Status VisionLanguageRunner::set_inputs(ModelInputs in) {
   return {};
 }
 
-Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, GroupProvider& provider,
-                                                  GraphCache* graphs) {
+Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, CallWalker& walker) {
   const Qwen3VLConfig* vlm = config_.vlm();
   const AlpamayoConfig* alpamayo = config_.alpamayo();
   text_->restart();
@@ -359,9 +358,8 @@ Result<InferenceResult> VisionLanguageRunner::run(Stream& stream, GroupProvider&
   const auto future_start =
       static_cast<int32_t>(alpamayo != nullptr ? alpamayo->traj_future_start_token_id : -1);
   VisionLanguageHandler handler(vision_, pixels_bf16_, *text_, expert_, future_start,
-                                options_.hash_kv_cache, graphs, expert_recording_);
-  FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(backend_, stream, weights_, calls_, provider,
-                                                   handler, options_.exec, graphs));
+                                options_.hash_kv_cache, walker.graphs(), expert_recording_);
+  FERRY_ASSIGN_OR_RETURN(PhaseTimes times, walker.walk(stream, calls_, handler, options_.exec));
 
   InferenceResult r;
   take_text_results(*text_, r);

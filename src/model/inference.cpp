@@ -22,15 +22,4 @@ Result<std::unique_ptr<ModelRunner>> create_runner(Backend& backend, const Model
                                                 " is not supported yet");
 }
 
-Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
-                                      const ModelWeights& weights, GroupProvider& provider,
-                                      const Workload& workload, const InferenceOptions& options,
-                                      const ModelInputs* inputs) {
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner,
-                         create_runner(backend, config, weights, workload, options));
-  if (inputs != nullptr) FERRY_RETURN_IF_ERROR(runner->set_inputs(*inputs));
-  auto stream = backend.create_stream();
-  return runner->run(*stream, provider, nullptr);
-}
-
 }  // namespace ferry

@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "exec/runner.h"
+#include "model/call_handler.h"
 #include "model/call_sequence.h"
 #include "model/config.h"
 #include "model/model_inputs.h"
@@ -66,10 +66,9 @@ class ModelRunner {
   // Real inputs for the runs that follow (model/model_inputs.h); an error when they do not fit
   // the buffers the workload sized, or the model takes no such inputs.
   virtual Status set_inputs(ModelInputs inputs) = 0;
-  // One inference on the compute stream `stream`, weights from `provider`; `graphs` (may be
-  // null) keeps recorded calls across runs.
-  virtual Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
-                                      GraphCache* graphs) = 0;
+  // One inference on the compute stream `stream`, its calls walked by `walker` (the executor:
+  // exec/executor.h), which places each group and keeps recorded calls across runs.
+  virtual Result<InferenceResult> run(Stream& stream, CallWalker& walker) = 0;
 
   // Device memory the runner does not touch from the first call after its last vision or prefill
   // call to the end of each run (plan/lent_cache.h): the provider may keep weights there.
@@ -85,11 +84,5 @@ Result<std::unique_ptr<ModelRunner>> create_runner(Backend& backend, const Model
                                                    const ModelWeights& weights,
                                                    const Workload& workload,
                                                    const InferenceOptions& options);
-
-// One inference: create_runner, then run once on a stream of its own; with `inputs`, on them.
-Result<InferenceResult> run_inference(Backend& backend, const ModelConfig& config,
-                                      const ModelWeights& weights, GroupProvider& provider,
-                                      const Workload& workload, const InferenceOptions& options,
-                                      const ModelInputs* inputs = nullptr);
 
 }  // namespace ferry

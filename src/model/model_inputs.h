@@ -1,5 +1,5 @@
 // Real inputs of one inference, in place of the workload's synthetic ones: the prompt's token ids
-// (images expanded, ego history fused: model/chat_prompt.h builds them), the preprocessed pixels
+// (images expanded, ego history fused: api/chat_prompt.h builds them), the preprocessed pixels
 // (image/qwen_vl_preprocess.h), Alpamayo's ego history, and how generation ends.
 //
 // A runner's buffers are sized once from the workload; inputs must fit in them: at most

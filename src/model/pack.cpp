@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "format/atomic_write.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/fault_guard.h"
 #include "format/safetensors.h"
 

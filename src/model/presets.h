@@ -1,6 +1,6 @@
 // Built-in model configurations: the real models (exact public shapes) and tiny ones with the
 // same structure that a CPU runs in about a second. Each preset is a ModelConfig; its
-// config.json comes from write_config (format/config_json.h).
+// config.json comes from write_config (model/config_json.h).
 #pragma once
 
 #include <string_view>

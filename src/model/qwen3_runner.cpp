@@ -30,9 +30,8 @@ class TextOnlyHandler : public CallHandler {
 
 class Qwen3Runner final : public ModelRunner {
  public:
-  Qwen3Runner(const ModelWeights& weights, std::vector<Call> calls, TextGeneration gen,
-              ExecOptions exec)
-      : weights_(weights), calls_(std::move(calls)), gen_(std::move(gen)), exec_(exec) {}
+  Qwen3Runner(std::vector<Call> calls, TextGeneration gen, ExecOptions exec)
+      : calls_(std::move(calls)), gen_(std::move(gen)), exec_(exec) {}
 
   const std::vector<Call>& calls() const override { return calls_; }
 
@@ -49,12 +48,10 @@ class Qwen3Runner final : public ModelRunner {
     return {};
   }
 
-  Result<InferenceResult> run(Stream& stream, GroupProvider& provider,
-                              GraphCache* graphs) override {
+  Result<InferenceResult> run(Stream& stream, CallWalker& walker) override {
     gen_.restart();
     TextOnlyHandler handler(gen_);
-    FERRY_ASSIGN_OR_RETURN(PhaseTimes times, execute(gen_.decoder().backend(), stream, weights_,
-                                                     calls_, provider, handler, exec_, graphs));
+    FERRY_ASSIGN_OR_RETURN(PhaseTimes times, walker.walk(stream, calls_, handler, exec_));
     InferenceResult r;
     take_text_results(gen_, r);
     r.times = times;
@@ -67,7 +64,6 @@ class Qwen3Runner final : public ModelRunner {
   }
 
  private:
-  const ModelWeights& weights_;
   std::vector<Call> calls_;
   TextGeneration gen_;
   ExecOptions exec_;
@@ -95,7 +91,7 @@ Result<std::unique_ptr<ModelRunner>> create_qwen3_runner(Backend& backend,
   FERRY_ASSIGN_OR_RETURN(TextGeneration gen,
                          TextGeneration::create(text, backend, prompt, positions, params));
   return std::unique_ptr<ModelRunner>(
-      std::make_unique<Qwen3Runner>(weights, std::move(calls), std::move(gen), options.exec));
+      std::make_unique<Qwen3Runner>(std::move(calls), std::move(gen), options.exec));
 }
 
 }  // namespace ferry

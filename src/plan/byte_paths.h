@@ -1,6 +1,6 @@
 // Which byte path each weight group should take, from rates measured on this machine over the
 // deployed working set (the second paper's Algorithm 2, per group). Pure functions: `ferry probe`
-// measures the rates (exec/byte_probe.h) and prints the verdicts; the planner can read the same
+// measures the rates (measure/byte_probe.h) and prints the verdicts; the planner can read the same
 // rates from the file the probe saves.
 //
 // The paths (per use of a group: one call that reads its weights):

@@ -13,7 +13,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/bf16.h"
 #include "exec/resident_weights.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/safetensors.h"
 #include "model/action_expert.h"
 #include "model/weights.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/npy.h"
+#include "api/npy.h"
 #include "image/image.h"
 #include "image/qwen_vl_preprocess.h"
 

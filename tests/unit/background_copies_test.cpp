@@ -1,6 +1,6 @@
 // BackgroundCopies: copies keep running until stopped, the buffers come from the budget, and a
 // buffer that does not fit is an error, not an abort.
-#include "exec/background_copies.h"
+#include "measure/background_copies.h"
 
 #include <gtest/gtest.h>
 

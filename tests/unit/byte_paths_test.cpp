@@ -1,6 +1,6 @@
 // Byte-path selection (plan/byte_paths.h) with made-up rates: the storage-bound stop, the
 // capacity gate, the fastest path, the 5% band that prefers map; the rates file round trip and
-// its checks; and the probe itself on the CPU backend (exec/byte_probe.h, `ferry probe`).
+// its checks; and the probe itself on the CPU backend (measure/byte_probe.h, `ferry probe`).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_process.h"
-#include "exec/byte_probe.h"
+#include "measure/byte_probe.h"
 #include "model/presets.h"
 #include "plan/byte_paths.h"
 #include "scratch_dir.h"

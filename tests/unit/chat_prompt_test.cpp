@@ -1,4 +1,4 @@
-// Chat prompts of real inputs (model/chat_prompt.h): the rendered texts against the templates as
+// Chat prompts of real inputs (api/chat_prompt.h): the rendered texts against the templates as
 // the spec and the official helper write them, image-pad expansion, history fusion, and the
 // checks on the tokenizer and the workload. Token ids against Hugging Face's tokenizers with the
 // real Qwen vocabulary are checked in tests/python/test_prompt.py.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/chat_prompt.h"
+#include "api/chat_prompt.h"
 #include "model/presets.h"
 #include "tokenizer/synthetic.h"
 

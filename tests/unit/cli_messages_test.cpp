@@ -15,7 +15,7 @@
 
 #include "cli/flags.h"
 #include "cli_process.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "model/presets.h"
 
 namespace ferry {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 
 namespace ferry {
 namespace {

@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "model/weights.h"
 
 namespace ferry {

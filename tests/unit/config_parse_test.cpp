@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "model/presets.h"
 
 namespace ferry {

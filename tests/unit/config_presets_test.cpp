@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "model/presets.h"
 
 namespace ferry {

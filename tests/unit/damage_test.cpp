@@ -15,7 +15,7 @@
 
 #include "cli_process.h"
 #include "core/finite.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/safetensors.h"
 #include "model/prompt.h"
 #include "model/weights.h"

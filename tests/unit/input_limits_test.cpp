@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/mapped_file.h"
 #include "model/presets.h"
 #include "model/weights.h"

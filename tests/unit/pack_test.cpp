@@ -19,9 +19,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_process.h"
-#include "exec/host_tier.h"
+#include "host/host_tier.h"
 #include "exec/session.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "model/pack.h"
 #include "model/presets.h"
 #include "scratch_dir.h"

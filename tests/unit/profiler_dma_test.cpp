@@ -1,10 +1,10 @@
-// C_DMA as the pipeline sees it (exec/profiler.h): copy spans taken from timelines per group, and
+// C_DMA as the pipeline sees it (measure/profiler.h): copy spans taken from timelines per group, and
 // lone copy times scaled by the ratio measured on the groups that were streamed.
 #include <gtest/gtest.h>
 
 #include <optional>
 
-#include "exec/profiler.h"
+#include "measure/profiler.h"
 #include "plan/schedule.h"
 
 namespace ferry {

@@ -14,7 +14,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/profiling_backend.h"
 #include "cli/profile_report.h"
-#include "exec/profiling_provider.h"
+#include "measure/profiling_provider.h"
 #include "exec/resident_weights.h"
 #include "model/call_sequence.h"
 #include "model/inference.h"

@@ -1,4 +1,4 @@
-// Registration in pieces (exec/host_registrar.h) through a backend that keeps books of what is
+// Registration in pieces (host/host_registrar.h) through a backend that keeps books of what is
 // registered: no copy reads a range before it is registered (nor spans two registrations), the
 // resident load starts before the last piece is registered, a piece refused part-way leaves
 // nothing registered and the session falls back with the all-resident bytes, and the start
@@ -19,8 +19,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_runner.h"
-#include "exec/host_registrar.h"
-#include "exec/profiler.h"
+#include "host/host_registrar.h"
+#include "measure/profiler.h"
 #include "exec/session.h"
 #include "tiny_checkpoint.h"
 

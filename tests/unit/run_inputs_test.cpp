@@ -1,4 +1,4 @@
-// The input files of `ferry run` (cli/run_inputs.h, cli/npy.h) and the ego history built from
+// The input files of `ferry run` (api/run_inputs.h, api/npy.h) and the ego history built from
 // user data (model/ego_history.h): what is accepted, and a one-line error for what is not.
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/npy.h"
-#include "cli/run_inputs.h"
+#include "api/npy.h"
+#include "api/run_inputs.h"
 #include "scratch_dir.h"
 
 namespace ferry {
@@ -106,19 +106,19 @@ TEST_F(Files, NpyRefusesWhatItCannotTrust) {
 
 TEST_F(Files, FramesFromAFolderInNameOrderOrFromAManifest) {
   for (const char* n : {"b.png", "a.jpg", "c.JPEG", ".hidden.png", "notes.txt"}) write(n, "x");
-  auto set = cli::read_frame_set(dir_.string(), 0);
+  auto set = api::read_frame_set(dir_.string(), 0);
   ASSERT_TRUE(set.ok()) << set.error().to_string();
   ASSERT_EQ(set->paths.size(), 3u);
   EXPECT_EQ(fs::path(set->paths[0]).filename(), "a.jpg");
   EXPECT_EQ(fs::path(set->paths[2]).filename(), "c.JPEG");
-  auto wrong = cli::read_frame_set(dir_.string(), 16);
+  auto wrong = api::read_frame_set(dir_.string(), 16);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.error().message.find("3 frames, the model takes 16"), std::string::npos);
 
   const std::string m = write("sub/frames.json",
                               R"({"frames": ["x.png", "/abs/y.png"], "front": 1,
                                   "camera": {"hfov_deg": 90, "height_m": 1.2}})");
-  auto man = cli::read_frame_set((dir_ / "sub").string(), 2);  // the folder's frames.json
+  auto man = api::read_frame_set((dir_ / "sub").string(), 2);  // the folder's frames.json
   ASSERT_TRUE(man.ok()) << man.error().to_string();
   EXPECT_EQ(man->paths[0], (dir_ / "sub" / "x.png").string());
   EXPECT_EQ(man->paths[1], "/abs/y.png");
@@ -126,7 +126,7 @@ TEST_F(Files, FramesFromAFolderInNameOrderOrFromAManifest) {
   EXPECT_EQ(man->camera.hfov_deg, 90.0);
   EXPECT_EQ(man->camera.height_m, 1.2);
   EXPECT_EQ(man->camera.forward_m, CameraModel{}.forward_m);
-  EXPECT_TRUE(cli::read_frame_set(m, 2).ok());  // the manifest named directly
+  EXPECT_TRUE(api::read_frame_set(m, 2).ok());  // the manifest named directly
 
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
            {R"({"frames": ["a"], "extra": 1})", "unknown key"},
@@ -136,13 +136,13 @@ TEST_F(Files, FramesFromAFolderInNameOrderOrFromAManifest) {
            {R"({"front": 0})", "no \"frames\""},
            {R"({"frames": ["a"], "camera": {"hfov_deg": 200}})", "hfov_deg"},
            {R"({"frames": ["a"], "camera": {"fov": 1}})", "unknown camera key"}}) {
-    auto r = cli::read_frame_set(write("bad.json", text), 0);
+    auto r = api::read_frame_set(write("bad.json", text), 0);
     ASSERT_FALSE(r.ok()) << text;
     EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
   }
-  EXPECT_FALSE(cli::read_frame_set((dir_ / "missing").string(), 0).ok());
+  EXPECT_FALSE(api::read_frame_set((dir_ / "missing").string(), 0).ok());
   fs::create_directories(dir_ / "empty");
-  EXPECT_FALSE(cli::read_frame_set((dir_ / "empty").string(), 0).ok());
+  EXPECT_FALSE(api::read_frame_set((dir_ / "empty").string(), 0).ok());
 }
 
 std::string json_points(const std::vector<double>& xyz) {
@@ -156,7 +156,7 @@ std::string json_points(const std::vector<double>& xyz) {
 
 TEST_F(Files, EgoHistoryFromJsonAndNpy) {
   const std::vector<double> xyz = straight_history(10.0);
-  auto bare = cli::read_ego_history(write("h.json", json_points(xyz)), "");
+  auto bare = api::read_ego_history(write("h.json", json_points(xyz)), "");
   ASSERT_TRUE(bare.ok()) << bare.error().to_string();
   EXPECT_FLOAT_EQ(bare->xyz[0][0], -15.0f);
   EXPECT_FLOAT_EQ(bare->xyz[15][0], 0.0f);
@@ -170,17 +170,17 @@ TEST_F(Files, EgoHistoryFromJsonAndNpy) {
            std::to_string(std::cos(a)) + ",0],[0,0,1]]";
   }
   rot += "]";
-  auto with_rot = cli::read_ego_history(
+  auto with_rot = api::read_ego_history(
       write("r.json", "{\"xyz\": " + json_points(xyz) + ", \"rot\": " + rot + "}"), "");
   ASSERT_TRUE(with_rot.ok()) << with_rot.error().to_string();
   EXPECT_NEAR(with_rot->yaw[0], 0.15, 1e-5);
   EXPECT_NEAR(with_rot->yaw[15], 0.0, 1e-6);
   // The same rotations from their own file.
-  auto rot_file = cli::read_ego_history(write("p.json", json_points(xyz)), write("rot.json", rot));
+  auto rot_file = api::read_ego_history(write("p.json", json_points(xyz)), write("rot.json", rot));
   ASSERT_TRUE(rot_file.ok()) << rot_file.error().to_string();
   EXPECT_EQ(rot_file->yaw, with_rot->yaw);
 
-  auto from_npy = cli::read_ego_history(write("h.npy", npy(xyz, "(1, 1, 16, 3)")), "");
+  auto from_npy = api::read_ego_history(write("h.npy", npy(xyz, "(1, 1, 16, 3)")), "");
   ASSERT_TRUE(from_npy.ok()) << from_npy.error().to_string();
   EXPECT_EQ(from_npy->xyz, bare->xyz);
 }
@@ -202,7 +202,7 @@ TEST_F(Files, EgoHistoryErrorsNameTheProblem) {
                                    ", \"yaw\": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0], "
                                    "\"rot\": [[[1,0,0],[0,1,0],[0,0,1]]]}"),
             "\"rot\""}}) {
-    auto r = cli::read_ego_history(path, "");
+    auto r = api::read_ego_history(path, "");
     ASSERT_FALSE(r.ok()) << path;
     EXPECT_NE(r.error().message.find(why), std::string::npos) << r.error().message;
     EXPECT_EQ(r.error().message.find('\n'), std::string::npos);

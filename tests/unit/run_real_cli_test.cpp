@@ -15,7 +15,7 @@
 #include "cli_runner.h"
 #include "format/atomic_write.h"
 #include "image/image.h"
-#include "model/chat_prompt.h"
+#include "api/chat_prompt.h"
 #include "model/presets.h"
 #include "text_test_model.h"
 #include "tokenizer/synthetic.h"

@@ -1,4 +1,4 @@
-// The storage path (exec/storage_reader.h, the bounce ring's storage source, HostPath::storage):
+// The storage path (host/storage_reader.h, the bounce ring's storage source, HostPath::storage):
 // reads of unaligned ranges through aligned direct reads give the file's bytes, with O_DIRECT and
 // without, in one buffer and in many pieces, on one thread and several; a file truncated under
 // the reads is an error naming it; the page-cache sample agrees with a full scan; and the rule
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "exec/bounce_ring.h"
-#include "exec/byte_probe.h"
-#include "exec/page_cache.h"
-#include "exec/storage_reader.h"
+#include "host/bounce_ring.h"
+#include "measure/byte_probe.h"
+#include "host/page_cache.h"
+#include "host/storage_reader.h"
 #include "format/mapped_file.h"
 #include "model/presets.h"
 #include "scratch_dir.h"

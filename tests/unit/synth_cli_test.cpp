@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "cli/inspect_report.h"
-#include "cli/size_arg.h"
+#include "core/parse_size.h"
 #include "cli_runner.h"
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/safetensors.h"
 #include "model/presets.h"
 #include "model/weights.h"
@@ -174,11 +174,11 @@ TEST(InspectCli, UnrecognizedConfigFallsBackToPrefixes) {
 }
 
 TEST(InspectReport, HumanUnitsAndPrefixes) {
-  EXPECT_EQ(cli::human_params(576'388'336), "576.4M");
-  EXPECT_EQ(cli::human_params(7'583'806'464), "7.58B");
-  EXPECT_EQ(cli::human_params(6146), "6146");
-  EXPECT_EQ(cli::human_bytes(1'152'776'672), "1.15 GB");
-  EXPECT_EQ(cli::human_bytes(196), "196 B");
+  EXPECT_EQ(human_params(576'388'336), "576.4M");
+  EXPECT_EQ(human_params(7'583'806'464), "7.58B");
+  EXPECT_EQ(human_params(6146), "6146");
+  EXPECT_EQ(human_bytes(1'152'776'672), "1.15 GB");
+  EXPECT_EQ(human_bytes(196), "196 B");
   EXPECT_EQ(cli::prefix_group("model.layers.3.mlp.up_proj.weight"), "model.layers.3");
   EXPECT_EQ(cli::prefix_group("model.embed_tokens.weight"), "model.embed_tokens");
   EXPECT_EQ(cli::prefix_group("lm_head.weight"), "lm_head");
@@ -211,24 +211,24 @@ TEST(InspectReport, TableGroupsAndBindingProblems) {
 }
 
 TEST(SizeArg, Units) {
-  EXPECT_EQ(cli::parse_size("5GB").value(), 5'000'000'000ull);
-  EXPECT_EQ(cli::parse_size("500mb").value(), 500'000'000ull);
-  EXPECT_EQ(cli::parse_size("2GiB").value(), 2ull << 30);
-  EXPECT_EQ(cli::parse_size("4096").value(), 4096ull);
-  EXPECT_FALSE(cli::parse_size("").ok());
-  EXPECT_FALSE(cli::parse_size("0GB").ok());
-  EXPECT_FALSE(cli::parse_size("GB").ok());
-  EXPECT_FALSE(cli::parse_size("-5GB").ok());
-  EXPECT_FALSE(cli::parse_size("99999999999999999999").ok());
-  EXPECT_FALSE(cli::parse_size("20000000000TB").ok());
+  EXPECT_EQ(parse_size("5GB").value(), 5'000'000'000ull);
+  EXPECT_EQ(parse_size("500mb").value(), 500'000'000ull);
+  EXPECT_EQ(parse_size("2GiB").value(), 2ull << 30);
+  EXPECT_EQ(parse_size("4096").value(), 4096ull);
+  EXPECT_FALSE(parse_size("").ok());
+  EXPECT_FALSE(parse_size("0GB").ok());
+  EXPECT_FALSE(parse_size("GB").ok());
+  EXPECT_FALSE(parse_size("-5GB").ok());
+  EXPECT_FALSE(parse_size("99999999999999999999").ok());
+  EXPECT_FALSE(parse_size("20000000000TB").ok());
   // Fractions, as people write budgets.
-  EXPECT_EQ(cli::parse_size("2.5GiB").value(), (5ull << 30) / 2);
-  EXPECT_EQ(cli::parse_size("1.25GB").value(), 1'250'000'000ull);
-  EXPECT_EQ(cli::parse_size("0.5KiB").value(), 512ull);
-  EXPECT_FALSE(cli::parse_size("2.GiB").ok());
-  EXPECT_FALSE(cli::parse_size("2.5.1GiB").ok());
-  EXPECT_FALSE(cli::parse_size(".5GiB").ok());
-  EXPECT_FALSE(cli::parse_size("0.0GB").ok());
+  EXPECT_EQ(parse_size("2.5GiB").value(), (5ull << 30) / 2);
+  EXPECT_EQ(parse_size("1.25GB").value(), 1'250'000'000ull);
+  EXPECT_EQ(parse_size("0.5KiB").value(), 512ull);
+  EXPECT_FALSE(parse_size("2.GiB").ok());
+  EXPECT_FALSE(parse_size("2.5.1GiB").ok());
+  EXPECT_FALSE(parse_size(".5GiB").ok());
+  EXPECT_FALSE(parse_size("0.0GB").ok());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "exec/runner.h"
+#include "exec/executor.h"
 
 namespace ferry {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "format/config_json.h"
+#include "model/config_json.h"
 #include "format/safetensors.h"
 #include "model/synth.h"
 #include "model/weights.h"

@@ -1,0 +1,121 @@
+#include "api/synth.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "core/interrupt.h"
+#include "core/parse_size.h"
+#include "core/units.h"
+#include "format/atomic_write.h"
+#include "format/safetensors.h"
+#include "model/config_json.h"
+#include "model/presets.h"
+#include "model/synth.h"
+#include "tokenizer/synthetic.h"
+
+namespace ferry::api {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Prints "synth: 45% 10.0/22.1 GB, 3.2 GB/s" to stderr while the fills run (RAII thread).
+class Progress {
+ public:
+  Progress(const std::atomic<uint64_t>& done, uint64_t total) : done_(done), total_(total) {
+    tty_ = ::isatty(STDERR_FILENO) != 0;
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~Progress() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  void loop() {
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(tty_ ? 250 : 2000),
+                         [this] { return stop_; })) {
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const uint64_t d = done_.load(std::memory_order_relaxed);
+      std::fprintf(stderr, "%ssynth: %3.0f%% %s of %s, %.2f GB/s%s", tty_ ? "\r" : "",
+                   total_ ? 100.0 * static_cast<double>(d) / static_cast<double>(total_) : 100.0,
+                   human_bytes(d).c_str(), human_bytes(total_).c_str(),
+                   s > 0 ? static_cast<double>(d) / s / 1e9 : 0.0, tty_ ? "   " : "\n");
+    }
+    if (tty_) std::fprintf(stderr, "\r%60s\r", "");
+  }
+
+  const std::atomic<uint64_t>& done_;
+  uint64_t total_;
+  bool tty_ = false;
+  bool stop_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Status run_synth(const SynthOptions& o) {
+  FERRY_ASSIGN_OR_RETURN(uint64_t max_shard, parse_size(o.max_shard));
+  FERRY_ASSIGN_OR_RETURN(ModelConfig config, preset(o.preset));
+  FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
+  // The new checkpoint is written beside the old one and swapped in whole: until commit() the
+  // folder at --out is untouched, whatever stops this process.
+  FERRY_ASSIGN_OR_RETURN(
+      StagedFolder out, StagedFolder::begin(o.out, checkpoint_folder_policy(o.force), [&] {
+        std::fprintf(stderr, "synth: waiting for another writer of %s to finish\n", o.out.c_str());
+      }));
+  if (Status s =
+          write_file_atomic((fs::path(out.path()) / "config.json").string(), write_config(config));
+      !s.ok())
+    return out.explain(s.error());
+  if (Status s = write_synthetic_tokenizer(out.path(), config); !s.ok()) {
+    return out.explain(s.error());
+  }
+  if (o.config_only) return out.commit();
+
+  std::atomic<uint64_t> done{0};
+  std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done);
+  uint64_t total = 0;
+  for (const auto& t : tensors) {
+    uint64_t b = dtype_size(t.dtype);
+    for (int64_t d : t.shape) b *= static_cast<uint64_t>(d);
+    total += b;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Status written;
+  {
+    Progress progress(done, total);
+    written = write_checkpoint(
+        out.path(), tensors, max_shard,
+        {{"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}});
+  }
+  if (!written.ok()) return out.explain(written.error());
+  FERRY_RETURN_IF_ERROR(out.commit());
+  if (pending_interrupt() != 0) return Status();  // the caller says it, in one line
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "synth: wrote %s (%zu tensors, %s params) to %s in %.1f s, %.2f GB/s\n",
+               human_bytes(total).c_str(), tensors.size(),
+               human_params(weights.total_params()).c_str(), o.out.c_str(), s,
+               s > 0 ? static_cast<double>(total) / s / 1e9 : 0.0);
+  return Status();
+}
+
+}  // namespace ferry::api
