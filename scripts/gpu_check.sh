@@ -1,42 +1,77 @@
 #!/usr/bin/env bash
-# The one script for the GPU machine: builds ferry with CUDA (sm_90), runs the CUDA op harness,
-# the unit tests, tiny models on both backends, the comparisons with transformers, ferry bench
-# and the transformers peer, in one call. Full logs go under $OUT (the device tool brings them
-# back); a short table is printed last. Each step is time-boxed and independent of the others.
+# The checks the GPU machine must keep passing, each a named stage that a caller selects: the CUDA
+# build, the CUDA op harness, the unit tests, tiny models on both backends, the comparisons with
+# transformers, ferry bench and its sweep, the byte paths, compute-sanitizer, the start-up times
+# and the transformers peer. Full logs go under $OUT (the device tool brings them back); a short
+# table is printed last. Each step is time-boxed and independent of the others.
 #
-#   scripts/gpu_check.sh [STAGE...]   run in the order given; default, most important first:
-#     build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b bench_8b peer_8b
-#     compare_parts unit
-#   and on request: ops_bench (the CUDA op micro-benchmarks, bench/cuda_ops_bench.cpp),
-#   stream_tiny, stream_ar1, sanitize (demand layering: plans, budgets, races), peer_vram,
-#   inputs_ar1 (real inputs: frames, ego history, text, trajectory and picture; the prompt
-#   against transformers' processor)
-#   map_tiny (the map path on packed tiny checkpoints), host_memory_ar1 (RssAnon/RssFile of 1, 2, 4 concurrent processes), quick_all and
-#   sweep_quick (short-budget selections: see their comments),
-#   plan_ar1, alternatives_ar1, sweep_ar1 and the same for 8b (the planner: a measured profile,
-#   plans against the alternatives, predicted and measured VRAM-latency curves; docs/planner.md)
-#   bytes_tiny, bytes_ar1 (byte paths: probe, registered/bounce/pageable, pack)
-#   start_ar1 (process start to first inference ready at 15 GiB, registration overlapped or not)
+#   scripts/gpu_check.sh STAGE|GROUP...  run in the order given (a group: its stages in turn)
+#   scripts/gpu_check.sh --help          the stages and groups (also with no argument)
+#   scripts/gpu_check.sh default         build harness tiny bench_ar1 peer_ar1 compare_tiny ...
 #
 # Binaries built on the development machine can be carried instead of building here (device
 # time): scripts/gpu_prebuild.sh puts them and the few shared libraries they need into .gpu/;
-# FERRY_PREBUILT=.gpu makes every stage use them (carry .gpu).
+# FERRY_PREBUILT=.gpu makes every stage use them (carry .gpu). bench/experiments/ sources this
+# file for replays of past sessions' measurements and stages that answer one question.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/out}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$root/out}
 LOGS=${FERRY_GPU_LOGS:-/tmp/ferry-gpu-logs}  # many logs; $OUT gets them as one archive
-mkdir -p "$OUT" "$LOGS"
 build=${FERRY_BUILD_DIR:-build-gpu}
-if [ -n "${FERRY_PREBUILT:-}" ]; then
-  build=$FERRY_PREBUILT
-  export LD_LIBRARY_PATH="$PWD/$FERRY_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+[ -n "${FERRY_PREBUILT:-}" ] && build=$FERRY_PREBUILT
 models=${FERRY_MODELS:-/tmp/ferry-models}
-stages=("$@")
-((${#stages[@]})) || stages=(build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b
-  compare_ar1 bench_8b peer_8b compare_parts unit)
+stage_sources=("${BASH_SOURCE[0]}")  # the files whose stage_NAME() lines --help lists
+groups=(  # NAME: its stages; a group may need more than one device call of 600 s
+  "default: build harness tiny bench_ar1 peer_ar1 compare_tiny compare_8b compare_ar1 bench_8b
+    peer_8b compare_parts unit"  # what a call with no stage ran before
+  "compare: compare_tiny compare_parts compare_8b compare_ar1"
+  "bench: bench_ar1 bench_8b bench_vram_ar1"
+  "sweep: sweep_ar1 sweep_8b"
+  "bytes: bytes_tiny bytes_ar1"
+  "start: start_ar1"
+  "peer: peer_ar1 peer_8b peer_vram"
+)
 declare -a table
 export PYTHONUNBUFFERED=1
+
+usage() {
+  local re='^stage_([a-z0-9_]+)\(\) \{ *(# *(.*))?' l g m
+  echo "usage: ${0##*/} STAGE|GROUP...  (in the order given; logs under \$OUT, FERRY_PREBUILT=.gpu)"
+  echo "stages:"
+  while IFS= read -r l; do
+    [[ $l =~ $re ]] && printf '  %-19s%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}"
+  done < <(cat "${stage_sources[@]}")
+  echo "groups:"
+  for g in "${groups[@]}"; do
+    m=(${g#*:})
+    printf '  %-19s%s\n' "${g%%:*}" "${m[*]}"
+  done
+}
+# The stages named on the command line, groups expanded; every name checked before any runs.
+main() {
+  (($#)) || { usage; exit 2; }
+  local s g want=()
+  for s in "$@"; do
+    case $s in -h | --help | help) usage; exit 0 ;; esac
+    s=${s//-/_}
+    for g in "${groups[@]}"; do [ "${g%%:*}" = "$s" ] && { want+=(${g#*:}); continue 2; }; done
+    want+=("$s")
+  done
+  for s in "${want[@]}"; do
+    declare -F "stage_$s" >/dev/null || { echo "unknown stage $s (--help lists them)" >&2; exit 2; }
+  done
+  setup
+  for s in "${want[@]}"; do "stage_$s"; done
+  report
+}
+setup() {
+  cd "$root" || exit 1
+  mkdir -p "$OUT" "$LOGS" "$models"
+  [ -n "${FERRY_PREBUILT:-}" ] &&
+    export LD_LIBRARY_PATH="$root/$FERRY_PREBUILT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv \
+    >"$LOGS/gpu.txt" 2>&1
+}
 
 # step NAME SECONDS CMD...: output in $LOGS/NAME.log; records rc, seconds, last line.
 step() {
@@ -61,11 +96,7 @@ synth() {  # synth PRESET: once per machine
   [ -f "$models/$1/config.json" ] || "$build/ferry" synth --preset "$1" --out "$models/$1" --seed 1
 }
 
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv \
-  >"$LOGS/gpu.txt" 2>&1
-mkdir -p "$models"
-
-stage_build() {
+stage_build() {  # cmake and build ferry and its tests (Release, CUDA sm_90), or the carried ones
   if [ -n "${FERRY_PREBUILT:-}" ]; then
     step prebuilt 10 "$build/ferry" --help
     return
@@ -75,13 +106,17 @@ stage_build() {
   step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
     ferry_vision_dump ferry_expert_dump
 }
-stage_harness() { step cuda_harness 300 "$build/tests/ferry_cuda_tests"; }
+stage_harness() {  # the CUDA op harness: every CUDA op against the CPU reference
+  step cuda_harness 300 "$build/tests/ferry_cuda_tests"
+}
 stage_ops_bench() {
   step build_ops_bench 400 cmake --build "$build" -j "$(nproc)" --target ferry_cuda_bench
   step ops_bench 300 "$build/bench/ferry_cuda_bench"
 }
-stage_unit() { step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1; }
-stage_tiny() {  # the same tokens and hashes on the CPU and CUDA backends
+stage_unit() {  # the unit tests (ferry_tests) on the GPU machine
+  step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1
+}
+stage_tiny() {  # tiny presets: the same tokens and hashes on CPU and CUDA, graphs on and off
   local preset be
   for preset in qwen3-tiny qwen3-vl-tiny alpamayo-tiny; do
     synth "$preset" >/dev/null 2>&1
@@ -110,22 +145,22 @@ sys.exit(0 if same.get("tokens") else 1)
 PY
   done
 }
-stage_compare_tiny() {  # issue 3: transformers vs ferry's CPU backend
+stage_compare_tiny() {  # transformers vs ferry's CPU backend, tiny Qwen3 and Qwen3-VL (issue 3)
   step compare_qwen3-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-tiny" --backend cpu --tokens 8
   step compare_qwen3-vl-tiny 300 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-vl-tiny" --backend cpu --tokens 8
 }
-stage_compare_parts() {
+stage_compare_parts() {  # transformers vs ferry: the tiny vision encoder and action expert
   step compare_vision_tiny 300 python3 scripts/compare_vision_transformers.py --build "$build" --floor
   step compare_expert_tiny 300 python3 scripts/compare_expert_transformers.py --build "$build" --floor
 }
-stage_compare_8b() {  # issue 4: full size, CUDA backend
+stage_compare_8b() {  # transformers vs ferry on CUDA, Qwen3-8B full size (issue 4)
   synth qwen3-8b >"$LOGS/synth_qwen3-8b.log" 2>&1
   step compare_qwen3-8b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/qwen3-8b" --backend cuda --prompt-tokens 1500 --tokens 21
 }
-stage_compare_ar1() {  # issue 4: Alpamayo-R1-10B's language model, full size, reference workload
+stage_compare_ar1() {  # the same, Alpamayo-R1-10B's language model, reference workload (issue 4)
   synth alpamayo-r1-10b >"$LOGS/synth_alpamayo-r1-10b.log" 2>&1
   step compare_alpamayo-r1-10b 400 python3 scripts/compare_transformers.py --ferry "$build/ferry" \
     --model "$models/alpamayo-r1-10b" --backend cuda --images 16 --image-size 320x576 \
@@ -141,7 +176,9 @@ peer_one() {
   synth "$1" >/dev/null 2>&1
   step "peer_$1" 400 python3 bench/peer_transformers.py --model "$models/$1" --runs 3 --json
 }
-stage_bench_ar1() { bench_one alpamayo-r1-10b; }
+stage_bench_ar1() {  # ferry bench, Alpamayo-R1-10B all resident: every stage against its floor
+  bench_one alpamayo-r1-10b
+}
 profile_one() {  # every op timed alone (ungraphed): where each stage's time goes
   synth "$1" >/dev/null 2>&1
   step "profile_$1" 400 "$build/ferry" bench --model "$models/$1" --runs 1 --warmup 1 --op-profile \
@@ -151,9 +188,15 @@ stage_profile_ar1() { profile_one alpamayo-r1-10b; }
 stage_profile_8b() { profile_one qwen3-8b; }
 stage_bench_ar1_nographs() { bench_one alpamayo-r1-10b _nographs --graphs off; }
 stage_bench_8b_nographs() { bench_one qwen3-8b _nographs --graphs off; }
-stage_peer_ar1() { peer_one alpamayo-r1-10b; }
-stage_bench_8b() { bench_one qwen3-8b; }
-stage_peer_8b() { peer_one qwen3-8b; }
+stage_peer_ar1() {  # transformers on the same checkpoint and workload, timed (bench/peer_*.py)
+  peer_one alpamayo-r1-10b
+}
+stage_bench_8b() {  # ferry bench, Qwen3-8B all resident
+  bench_one qwen3-8b
+}
+stage_peer_8b() {  # transformers on Qwen3-8B, timed
+  peer_one qwen3-8b
+}
 
 # --- demand layering (issue 8) ---------------------------------------------------------------
 # Device memory as nvidia-smi sees it, sampled every 20 ms while CMD runs: the outside check of
@@ -207,7 +250,7 @@ stage_stream_tiny() {  # budgets above the CUDA runtime's own share (~0.4-0.6 GB
   stream_runs qwen3-tiny 700MB
 }
 stage_stream_ar1() { stream_runs alpamayo-r1-10b 15GiB 12GiB 8GiB 4GiB 2.5GiB 2.3GiB; }
-stage_sanitize() {  # compute-sanitizer on a tiny streamed run: no races between copy and compute
+stage_sanitize() {  # compute-sanitizer (racecheck, synccheck, memcheck) on tiny streamed runs
   synth alpamayo-tiny >/dev/null 2>&1
   local t
   # racecheck sees shared-memory hazards inside kernels; cuBLASLt's own nvjet kernels report
@@ -232,12 +275,12 @@ bench_vram() {  # bench_vram PRESET BUDGET [MODE [RUNS]]
   step "bench_vram_$1_$2_$mode" 500 watched "bench_vram_$1_$2_$mode" "$build/ferry" bench \
     --model "$models/$1" --runs "$runs" --warmup 1 --json --quiet --vram "$2" --mode "$mode"
 }
-stage_bench_vram_ar1() {
+stage_bench_vram_ar1() {  # ferry bench at 15, 8 GiB (pipelined, sequential), peaks seen from outside
   local v
   for v in 15GiB 12GiB 8GiB; do bench_vram alpamayo-r1-10b "$v"; done
   for v in 15GiB 12GiB 8GiB; do bench_vram alpamayo-r1-10b "$v" sequential 1; done
 }
-stage_peer_vram() {  # transformers + Accelerate under the same caps (slow: one timed run)
+stage_peer_vram() {  # transformers + Accelerate under 15, 12, 8 GiB caps (slow: one timed run each)
   local v
   synth alpamayo-r1-10b >/dev/null 2>&1
   for v in 15GiB 12GiB 8GiB; do
@@ -317,10 +360,14 @@ sweep_model() {  # sweep_model PRESET NAME RUNS [WORKLOAD...]
 qwen_workload=(--prompt-tokens 1500 --tokens 128)
 stage_plan_ar1() { plan_model alpamayo-r1-10b ar1; }
 stage_alternatives_ar1() { alternatives_model alpamayo-r1-10b ar1; }
-stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1 3; }
+stage_sweep_ar1() {  # a measured profile, then bench --sweep auto against its prediction (Alpamayo)
+  sweep_model alpamayo-r1-10b ar1 3
+}
 stage_plan_8b() { plan_model qwen3-8b 8b "${qwen_workload[@]}"; }
 stage_alternatives_8b() { alternatives_model qwen3-8b 8b "${qwen_workload[@]}"; }
-stage_sweep_8b() { sweep_model qwen3-8b 8b 1 "${qwen_workload[@]}"; }
+stage_sweep_8b() {  # the same for Qwen3-8B (1500-token prompt, 128 tokens)
+  sweep_model qwen3-8b 8b 1 "${qwen_workload[@]}"
+}
 # --- byte paths (issue 11; issue 8 d.1) ------------------------------------------------------
 # bytes_tiny: the probe (facts, rates, verdicts), the three host paths and the packed checkpoint
 # on alpamayo-tiny with every group streamed, each against the all-resident run, and the
@@ -354,7 +401,7 @@ for path in sys.argv[1:]:
           f"{r.get('bytes', 0) / 1e6:.0f} MB ({r.get('measured_on')}); total {j['time_s']['total']:.3f} s")
 PY
 }
-stage_bytes_tiny() {
+stage_bytes_tiny() {  # byte paths, alpamayo-tiny: probe, registered/bounce/pageable, pack, sanitizers
   # (the embedding resident: off the registered path a discrete GPU cannot gather it in place)
   byte_paths alpamayo-tiny 120 --json --quiet --resident text.embed
   local t
@@ -364,7 +411,7 @@ stage_bytes_tiny() {
       --images 1 --host-path bounce
   done
 }
-stage_bytes_ar1() {
+stage_bytes_ar1() {  # byte paths, Alpamayo-R1-10B at 15 GiB: probe, the three host paths, pack
   byte_paths alpamayo-r1-10b 600 --json --quiet --images 16 --image-size 320x576 \
     --prompt-tokens 3007 --tokens 21 --vram 15GiB
 }
@@ -1099,7 +1146,7 @@ stage_start_pieces() {
 # Fast start (issue 11 item 5): process start to first inference ready at 15 GiB, warm page
 # cache, the registration overlapped (default) against the old order (one call per shard, all
 # before planning) and with more registering threads; run --json's "start" per log, same bytes.
-stage_start_ar1() {
+stage_start_ar1() {  # process start to first inference ready at 15 GiB: serial, overlapped, threads
   stage_start_quick  # the page cache warmed, the old order against the overlapped one
   local m="$models/alpamayo-r1-10b" args=(--json --quiet --vram 15GiB --images 16
     --image-size 320x576 --prompt-tokens 3007 --tokens 21) t
@@ -1111,15 +1158,12 @@ stage_start_ar1() {
     tee "$OUT/start_ar1.txt"
 }
 
-for s in "${stages[@]}"; do
-  if declare -F "stage_${s//-/_}" >/dev/null; then "stage_${s//-/_}"; else echo "unknown stage $s"; fi
-done
-
-echo
-echo "== gpu_check on $(sed -n 2p "$LOGS/gpu.txt")"
-printf '%s\n' "${table[@]}"
-# Demand layering: every budgeted bench, its stages, bytes over the link and peaks.
-python3 - "$LOGS"/bench_vram_*.log <<'PY' 2>/dev/null | tee "$OUT/vram_summary.txt"
+report() {  # the table of every step, then the summaries of the benches that ran
+  echo
+  echo "== gpu_check on $(sed -n 2p "$LOGS/gpu.txt")"
+  printf '%s\n' "${table[@]}"
+  # Demand layering: every budgeted bench, its stages, bytes over the link and peaks.
+  python3 - "$LOGS"/bench_vram_*.log <<'PY' 2>/dev/null | tee "$OUT/vram_summary.txt"
 import json, sys
 for path in sys.argv[1:]:
     try:
@@ -1133,10 +1177,11 @@ for path in sys.argv[1:]:
           f"| driver peak {peak.get('outside', 0)/2**30:.2f} GiB of {j['plan']['memory'].get('budget', 0)/2**30:.2f}",
           f"| resident {j['plan']['resident_bytes']/2**30:.2f} GiB slots {j['plan']['slots']}")
 PY
-# Demand layering: outside peaks (nvidia-smi, MiB over the idle device) per budget.
-for f in "$LOGS"/*.smi; do [ -f "$f" ] && echo "$(basename "$f" .smi): peak $(cat "$f") MiB (nvidia-smi)"; done | tee "$OUT/vram_peaks.txt"
-# Stage medians of every bench that ran (ms; floor/time in %).
-python3 - "$LOGS"/bench_*.log <<'PY' 2>/dev/null | tee "$OUT/bench_summary.txt"
+  # Demand layering: outside peaks (nvidia-smi, MiB over the idle device) per budget.
+  local f
+  for f in "$LOGS"/*.smi; do [ -f "$f" ] && echo "$(basename "$f" .smi): peak $(cat "$f") MiB (nvidia-smi)"; done | tee "$OUT/vram_peaks.txt"
+  # Stage medians of every bench that ran (ms; floor/time in %).
+  python3 - "$LOGS"/bench_*.log <<'PY' 2>/dev/null | tee "$OUT/bench_summary.txt"
 import json, sys
 for path in sys.argv[1:]:
     try:
@@ -1150,3 +1195,6 @@ for path in sys.argv[1:]:
         row.append(f"{name} {st['median_s']*1e3:.1f}ms ({100*st['floor_s']/st['median_s']:.0f}%)")
     print(" | ".join(row))
 PY
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then main "$@"; fi
