@@ -2,6 +2,7 @@
 # Builds the GPU binaries here (Release, CUDA sm_90) and puts them, with the shared libraries
 # they need that a bare GPU machine may lack, into .gpu/ for the device tool to carry:
 #   scripts/gpu_prebuild.sh && (device) FERRY_PREBUILT=.gpu scripts/gpu_check.sh STAGES...
+# (and bench/experiments/*.sh STAGES..., which use the same stage mechanism)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FERRY_BUILD_DIR:-build}
