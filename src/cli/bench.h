@@ -13,7 +13,7 @@
 #include "measure/machine_limits.h"
 #include "exec/executor.h"
 #include "exec/session.h"
-#include "exec/stream_timeline.h"
+#include "plan/stream_timeline.h"
 #include "model/inference.h"
 
 namespace ferry::cli {

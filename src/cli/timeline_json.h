@@ -1,11 +1,11 @@
-// One inference's timeline (exec/stream_timeline.h) as JSON, the same in `bench --timeline-out`
+// One inference's timeline (plan/stream_timeline.h) as JSON, the same in `bench --timeline-out`
 // (one inference, "format": "ferry-timeline") and `profile --timeline-out` (every timed run,
 // "format": "ferry-timelines"); scripts/timeline_gaps.py reads both.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include "exec/stream_timeline.h"
+#include "plan/stream_timeline.h"
 #include "model/weights.h"
 
 namespace ferry {

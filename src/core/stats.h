@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace ferry {
@@ -13,6 +14,21 @@ inline double upper_median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The median: the middle value of an odd count, the mean of the two middle ones of an even
+// count; 0 for none. What a profile's estimates take over runs (an estimate, not a measurement to
+// report: the two middle runs weigh alike).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+// The same, none for no values.
+inline std::optional<double> median_of(std::vector<double> v) {
+  if (v.empty()) return std::nullopt;
+  return median(std::move(v));
 }
 
 }  // namespace ferry

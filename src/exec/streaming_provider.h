@@ -22,7 +22,7 @@
 //
 // Timeline (off by default; set_timeline): timing events around every call's compute and every
 // streamed call's copy, read back after the inference as a StreamTimeline
-// (exec/stream_timeline.h). It costs two event records per call and two per copy, and makes the
+// (plan/stream_timeline.h). It costs two event records per call and two per copy, and makes the
 // copy stream wait for an origin event on the compute stream at the start of each inference.
 // On the bounce path (host/bounce_ring.h) a streamed copy is a job of the tier's bounce ring: its
 // worker thread waits for the slot's compute-done event, fills page-locked buffers from the
@@ -42,7 +42,7 @@
 #include "core/status.h"
 #include "host/host_tier.h"
 #include "exec/executor.h"
-#include "exec/stream_timeline.h"
+#include "plan/stream_timeline.h"
 #include "model/weights.h"
 #include "plan/lent_cache.h"
 #include "plan/plan.h"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "measure/profiler.h"
+#include "plan/timeline_stats.h"
 #include "plan/lower_bound.h"
 #include "plan/planner.h"
 #include "plan/predictor.h"

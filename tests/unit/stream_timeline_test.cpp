@@ -1,4 +1,4 @@
-// The streaming provider's timeline (exec/stream_timeline.h): on a tiny model streamed through a
+// The streaming provider's timeline (plan/stream_timeline.h): on a tiny model streamed through a
 // ring under random stream delays, the measured spans obey the schedule the predictor assumes
 // (plan/plan.h) — copies one at a time in order, each before its call computes, a slot reused
 // only after its previous call computed — and the outputs stay the all-resident run's. The summary
@@ -10,7 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "exec/session.h"
-#include "exec/stream_timeline.h"
+#include "plan/stream_timeline.h"
 #include "tiny_checkpoint.h"
 
 namespace ferry {

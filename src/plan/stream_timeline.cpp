@@ -1,4 +1,4 @@
-#include "exec/stream_timeline.h"
+#include "plan/stream_timeline.h"
 
 #include <algorithm>
 

@@ -1,10 +1,11 @@
-// C_DMA as the pipeline sees it (measure/profiler.h): copy spans taken from timelines per group, and
-// lone copy times scaled by the ratio measured on the groups that were streamed.
+// The timeline statistics (plan/timeline_stats.h) on made-up timelines: C_DMA as the pipeline
+// sees it (copy spans per group, lone copy times scaled by the ratio measured on the groups that
+// were streamed), host-step and stage gaps, C_EXE alone and copying, the inputs upload.
 #include <gtest/gtest.h>
 
 #include <optional>
 
-#include "measure/profiler.h"
+#include "plan/timeline_stats.h"
 #include "plan/schedule.h"
 
 namespace ferry {
