@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+echo "== layers (an include of a higher layer: scripts/check_layers.py)"
+scripts/check_layers.py
 scripts/build.sh
 build=${FERRY_BUILD_DIR:-build}
 logs=$(mktemp -d)
