@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds ferry into build/ (or $FERRY_BUILD_DIR). Extra arguments go to cmake.
 # ccache is used when present (set-up installs it; the build works without).
+# FERRY_BUILD_TARGETS (e.g. "ferry"): build only those targets; default: everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FERRY_BUILD_DIR:-build}
@@ -12,4 +13,6 @@ if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 fi
 cmake "${args[@]}" "$@" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+targets=()
+for t in ${FERRY_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$(nproc)" "${targets[@]}"
