@@ -1,4 +1,4 @@
-// ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force]: config.json, a
+// ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force] [--init normal]: config.json, a
 // tokenizer.json (tokenizer/synthetic.h) and seeded random weights for every tensor of the
 // preset's table, in safetensors shards.
 #include <unistd.h>
@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -79,6 +80,12 @@ class Progress {
 
 Status run_synth(const SynthOptions& o) {
   FERRY_ASSIGN_OR_RETURN(uint64_t max_shard, parse_size(o.max_shard));
+  if (o.init != "uniform" && o.init != "normal") {
+    return make_error(ErrorCode::invalid_argument,
+                      "--init must be uniform or normal, got '" + o.init + "'");
+  }
+  const SynthDistribution dist =
+      o.init == "normal" ? SynthDistribution::normal : SynthDistribution::uniform;
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, preset(o.preset));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
   // The new checkpoint is written beside the old one and swapped in whole: until commit() the
@@ -97,7 +104,7 @@ Status run_synth(const SynthOptions& o) {
   if (o.config_only) return out.commit();
 
   std::atomic<uint64_t> done{0};
-  std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done);
+  std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done, dist);
   uint64_t total = 0;
   for (const auto& t : tensors) {
     uint64_t b = dtype_size(t.dtype);
@@ -108,9 +115,11 @@ Status run_synth(const SynthOptions& o) {
   Status written;
   {
     Progress progress(done, total);
-    written = write_checkpoint(
-        out.path(), tensors, max_shard,
-        {{"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}});
+    std::map<std::string, std::string> metadata{
+        {"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}};
+    // Named only when not the default, so uniform checkpoints keep their bytes.
+    if (dist != SynthDistribution::uniform) metadata["ferry_init"] = o.init;
+    written = write_checkpoint(out.path(), tensors, max_shard, metadata);
   }
   if (!written.ok()) return out.explain(written.error());
   FERRY_RETURN_IF_ERROR(out.commit());
@@ -141,6 +150,10 @@ void add_synth_command(CLI::App& app) {
   cmd->add_flag("--force", opts->force,
                 "replace a checkpoint already in --out (written beside it, swapped in when "
                 "complete; other files there are kept)");
+  cmd->add_option("--init", opts->init,
+                  "weight distribution: uniform (default) or normal (the same std per tensor; "
+                  "exponents like trained weights', for compression figures)")
+      ->check(CLI::IsMember({"uniform", "normal"}));
   cmd->add_flag("--config-only", opts->config_only, "write config.json only, no weights");
   cmd->callback([opts] {
     Status s;
