@@ -22,6 +22,7 @@
 namespace ferry::compress {
 
 inline constexpr uint8_t kMagic[4] = {'F', 'R', 'Y', 'Z'};
+inline constexpr uint32_t kMagicWord = 0x5a595246u;  // the same 4 bytes as a little-endian u32
 inline constexpr uint16_t kVersion = 1;
 inline constexpr uint16_t kModeStored = 0;
 inline constexpr uint16_t kModeCoded = 1;

@@ -72,6 +72,12 @@ TEST(CompressHash, GroupChecksumIsThreadIndependent) {
   EXPECT_NE(group_checksum({}), group_checksum(std::vector<uint8_t>(1, 0)));
 }
 
+TEST(CompressCodec, MagicWordIsTheMagicBytes) {  // the CUDA decoder compares the word
+  uint32_t w = 0;
+  std::memcpy(&w, kMagic, 4);
+  EXPECT_EQ(w, kMagicWord);
+}
+
 TEST(CompressCodec, EmptyAndTinyGroups) {
   round_trip({}, {});
   round_trip({}, {{0, 0}});
