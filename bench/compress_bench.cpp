@@ -2,6 +2,8 @@
 // synthetic BF16 groups, normal init (what trained weights look like) and uniform (what
 // `ferry synth` draws by default, which flatters the codec).
 //   ferry_compress_bench [MiB per group, default 256] [threads, default all]
+#include <time.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,6 +59,16 @@ double best_of(int reps, F fn) {
   return best;
 }
 
+// CPU seconds of this thread for one fn() (the machine's load does not count).
+template <class F>
+double thread_cpu_seconds(F fn) {
+  timespec a{}, b{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+  fn();
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+  return static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +97,8 @@ int main(int argc, char** argv) {
     };
     const double t1 = best_of(2, [&] { decode(nullptr, false); });
     const double t1v = best_of(2, [&] { decode(nullptr, true); });
+    double c1 = 1e30;  // the same single-thread decode in this thread's CPU seconds
+    for (int r = 0; r < 2; ++r) c1 = std::min(c1, thread_cpu_seconds([&] { decode(nullptr, false); }));
     const double tn = best_of(3, [&] { decode(&pool, false); });
     const double tnv = best_of(3, [&] { decode(&pool, true); });
     if (out != bytes) {
@@ -93,12 +107,12 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "%-7s exponent entropy %.3f bits, ratio %.4f (%zu segments: %llu rans, %llu split elements)  encode %.2f GB/s (%d thr)\n"
-        "        decode 1 thread %.2f GB/s (%.2f with checksum)  %d threads %.2f GB/s (%.2f with "
+        "        decode 1 thread %.2f GB/s (%.2f per CPU-second of the thread; %.2f with checksum)  %d threads %.2f GB/s (%.2f with "
         "checksum)  [GB/s of decoded BF16]\n",
         name, exponent_entropy(bytes), static_cast<double>(enc.size()) / static_cast<double>(bytes.size()),
         layout.segments.size(), static_cast<unsigned long long>(layout.rans_elements),
         static_cast<unsigned long long>(layout.split_elements), gb / t_enc, pool.threads(),
-        gb / t1, gb / t1v, pool.threads(), gb / tn, gb / tnv);
+        gb / t1, gb / c1, gb / t1v, pool.threads(), gb / tn, gb / tnv);
   }
   return 0;
 }

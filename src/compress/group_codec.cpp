@@ -171,31 +171,42 @@ std::optional<std::string> rans_decode(const uint8_t* in, uint32_t in_length, co
   const uint8_t* words = nw > 0 ? in + kStateBytes : kNoWords;
   const uint32_t last = nw > 0 ? nw - 1 : 0;
   uint32_t pos = 0;
-  auto step = [&x, &pos, words, last, table, sm, out](uint32_t lane, uint32_t i) {
+  // A chunk's outputs go to a local uint16_t buffer first: stores through `out` (bytes) could
+  // alias the states and would keep them out of registers.
+  uint16_t chunk[kChunk];
+  auto step = [&x, &pos, &chunk, words, last, table](uint32_t lane, uint32_t r, uint8_t sm_byte) {
     const uint32_t s = x[lane];
     const uint32_t e = table[s & (kProbScale - 1)];
-    const uint16_t v = bf16_join(static_cast<uint8_t>(e), sm[i]);
-    std::memcpy(out + 2 * i, &v, 2);  // little-endian hosts (as every reader of ferry's files)
+    chunk[r] = bf16_join(static_cast<uint8_t>(e), sm_byte);
     const uint32_t y = rans_step(s, e);
-    const uint32_t need = y < kStateLow ? 1 : 0;
+    // Branch-free (a renormalization is a coin flip of p ~ 0.16: a branch mispredicts often).
+    const uint32_t need = static_cast<uint32_t>((uint64_t{y} - kStateLow) >> 63);  // y < 2^16
     const uint32_t at = pos < last ? pos : last;
     const uint32_t w = get16(words + 2 * at);
-    x[lane] = need ? (y << 16) | w : y;
+    x[lane] = (y << (16 * need)) | (w & (0u - need));
     pos += need;
   };
   const uint32_t full = n / kChunk;
   for (uint32_t c = 0; c < full && pos <= nw; ++c) {
-    for (uint32_t j = 0; j < kPerLane; ++j) {
-      for (uint32_t lane = 0; lane < kLanes; ++lane) step(lane, element_of(c, j, lane));
-    }
-  }
-  if (pos <= nw && full * kChunk < n) {
+    const uint8_t* smc = sm + c * kChunk;
     for (uint32_t j = 0; j < kPerLane; ++j) {
       for (uint32_t lane = 0; lane < kLanes; ++lane) {
-        const uint32_t i = element_of(full, j, lane);
-        if (i < n) step(lane, i);
+        const uint32_t r = lane * kPerLane + j;
+        step(lane, r, smc[r]);
       }
     }
+    std::memcpy(out + 2 * c * kChunk, chunk, sizeof chunk);
+  }
+  const uint32_t rest = n - full * kChunk;
+  if (pos <= nw && rest > 0) {
+    const uint8_t* smc = sm + full * kChunk;
+    for (uint32_t j = 0; j < kPerLane; ++j) {
+      for (uint32_t lane = 0; lane < kLanes; ++lane) {
+        const uint32_t r = lane * kPerLane + j;
+        if (r < rest) step(lane, r, smc[r]);
+      }
+    }
+    std::memcpy(out + 2 * full * kChunk, chunk, 2 * rest);
   }
   if (pos > nw) return std::string("the rANS stream ends early (") + std::to_string(nw) + " words)";
   if (pos != nw) {
