@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
