@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -73,6 +74,12 @@ class Progress {
 }  // namespace
 
 Status run_synth(const SynthOptions& o) {
+  if (o.init != "uniform" && o.init != "normal") {
+    return make_error(ErrorCode::invalid_argument,
+                      "--init must be uniform or normal, got '" + o.init + "'");
+  }
+  const SynthDistribution dist =
+      o.init == "normal" ? SynthDistribution::normal : SynthDistribution::uniform;
   FERRY_ASSIGN_OR_RETURN(uint64_t max_shard, parse_size(o.max_shard));
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, preset(o.preset));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
@@ -92,7 +99,7 @@ Status run_synth(const SynthOptions& o) {
   if (o.config_only) return out.commit();
 
   std::atomic<uint64_t> done{0};
-  std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done);
+  std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done, dist);
   uint64_t total = 0;
   for (const auto& t : tensors) {
     uint64_t b = dtype_size(t.dtype);
@@ -103,9 +110,11 @@ Status run_synth(const SynthOptions& o) {
   Status written;
   {
     Progress progress(done, total);
-    written = write_checkpoint(
-        out.path(), tensors, max_shard,
-        {{"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}});
+    std::map<std::string, std::string> metadata{
+        {"format", "pt"}, {"ferry_preset", o.preset}, {"ferry_seed", std::to_string(o.seed)}};
+    // Named only when not the default, so uniform checkpoints keep their bytes.
+    if (dist != SynthDistribution::uniform) metadata["ferry_init"] = o.init;
+    written = write_checkpoint(out.path(), tensors, max_shard, metadata);
   }
   if (!written.ok()) return out.explain(written.error());
   FERRY_RETURN_IF_ERROR(out.commit());

@@ -17,6 +17,7 @@ struct SynthOptions {
   std::string max_shard = "5GB";
   bool force = false;
   bool config_only = false;
+  std::string init = "uniform";  // or "normal" (model/synth.h)
 };
 
 // Progress and the summary line go to stderr.

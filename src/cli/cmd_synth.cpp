@@ -1,5 +1,5 @@
-// ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force]: the flags of
-// api/synth.h's run_synth.
+// ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force] [--init normal]: the
+// flags of api/synth.h's run_synth.
 #include <exception>
 #include <memory>
 
@@ -28,6 +28,10 @@ void add_synth_command(CLI::App& app) {
   cmd->add_flag("--force", opts->force,
                 "replace a checkpoint already in --out (written beside it, swapped in when "
                 "complete; other files there are kept)");
+  cmd->add_option("--init", opts->init,
+                  "weight distribution: uniform (default) or normal (the same std per tensor; "
+                  "exponents like trained weights', for compression figures)")
+      ->check(CLI::IsMember({"uniform", "normal"}));
   cmd->add_flag("--config-only", opts->config_only, "write config.json only, no weights");
   cmd->callback([opts] {
     Status s;

@@ -56,8 +56,9 @@ inline uint16_t bf16_of_finite(float f) {
 
 }  // namespace
 
-SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec) {
+SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec, SynthDistribution dist) {
   SynthInit init;
+  init.dist = dist;
   const std::string_view local = spec.local_name;
   if (spec.shape.size() == 1) {
     if (ends_with(local, "bias")) {
@@ -102,14 +103,55 @@ void generate(uint64_t key, float scale, uint64_t first, size_t n, Store store) 
   for (; k < n; ++k, ++i) store(k, value(draw(i >> 2), static_cast<unsigned>(i & 3)));
 }
 
+// The normal counterpart: element i is the cos (even i) or sin (odd i) half of a Box-Muller pair
+// drawn from 64 bits of block i / 2 (u1 in (0, 1] from the high half, u2 from the low half), in
+// double, times `std`, rounded once to float. |z| <= sqrt(-2 ln 2^-32) = 6.66.
+template <class Store>
+void generate_normal(uint64_t key, double std, uint64_t first, size_t n, Store store) {
+  auto pair = [key, std](uint64_t block, double& c, double& s) {
+    const uint64_t r = splitmix64(key + block * 0x9e3779b97f4a7c15ull);
+    const double u1 = static_cast<double>((r >> 32) + 1) * 0x1p-32;
+    const double u2 = static_cast<double>(r & 0xffffffffull) * 0x1p-32;
+    const double radius = std * std::sqrt(-2.0 * std::log(u1));
+    const double angle = 6.283185307179586 * u2;
+    c = radius * std::cos(angle);
+    s = radius * std::sin(angle);
+  };
+  uint64_t i = first;
+  size_t k = 0;
+  double c = 0, s = 0;
+  if (k < n && (i & 1) != 0) {  // head: the sin half of a pair
+    pair(i >> 1, c, s);
+    store(k++, static_cast<float>(s));
+    ++i;
+  }
+  for (; k + 2 <= n; k += 2, i += 2) {
+    pair(i >> 1, c, s);
+    store(k, static_cast<float>(c));
+    store(k + 1, static_cast<float>(s));
+  }
+  if (k < n) {
+    pair(i >> 1, c, s);
+    store(k, static_cast<float>(c));
+  }
+}
+
+template <class Store>
+void generate_init(uint64_t key, SynthInit init, uint64_t first, size_t n, Store store) {
+  if (init.dist == SynthDistribution::normal) {
+    generate_normal(key, static_cast<double>(init.std), first, n, store);
+  } else {
+    // Uniform on [-a, a] has std a/sqrt(3); 16 random bits per value.
+    generate(key, init.std * 1.7320508f / 32767.5f, first, n, store);
+  }
+}
+
 }  // namespace
 
 void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, SynthInit init,
                 uint64_t first, std::span<std::byte> out) {
   const size_t esize = dtype_size(spec.dtype);
   const size_t n = out.size() / esize;
-  // Uniform on [-a, a] has std a/sqrt(3); 16 random bits per value.
-  const float scale = init.ones ? 0.0f : init.std * 1.7320508f / 32767.5f;
   const uint64_t key = splitmix64(seed ^ splitmix64(tensor_index + 0x5851f42d4c957f2dull));
   std::byte* p = out.data();
   switch (spec.dtype) {
@@ -118,7 +160,7 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
       if (init.ones) {
         for (size_t k = 0; k < n; ++k) store(k, 1.0f);
       } else {
-        generate(key, scale, first, n, store);
+        generate_init(key, init, first, n, store);
       }
       break;
     }
@@ -130,7 +172,7 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
       if (init.ones) {
         for (size_t k = 0; k < n; ++k) store(k, 1.0f);
       } else {
-        generate(key, scale, first, n, store);
+        generate_init(key, init, first, n, store);
       }
       break;
     }
@@ -142,7 +184,7 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
       if (init.ones) {
         for (size_t k = 0; k < n; ++k) store(k, 1.0f);
       } else {
-        generate(key, scale, first, n, store);
+        generate_init(key, init, first, n, store);
       }
       break;
     }
@@ -150,14 +192,15 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
 }
 
 std::vector<TensorToWrite> synth_tensors(const ModelWeights& weights, uint64_t seed,
-                                         std::atomic<uint64_t>* progress) {
+                                         std::atomic<uint64_t>* progress,
+                                         SynthDistribution dist) {
   std::vector<TensorToWrite> out;
   std::set<std::string_view> seen;
   uint64_t index = 0;
   for (const auto& group : weights.groups) {
     for (const auto& spec : group.tensors) {
       if (!seen.insert(spec.checkpoint_name).second) continue;  // a tied tensor
-      const SynthInit init = synth_init(group, spec);
+      const SynthInit init = synth_init(group, spec, dist);
       const WeightSpec* s = &spec;
       const uint64_t tensor_index = index++;
       TensorToWrite t;

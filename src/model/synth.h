@@ -7,6 +7,10 @@
 //   biases                          uniform, std 0.01
 //   embeddings, position tables     uniform, std 0.02
 //   other matrices [out, in...]     uniform, std 1/sqrt(fan_in) (fan_in = product of dims but 0)
+// Uniform is the default (the golden hashes are of it). SynthDistribution::normal draws the same
+// stds from a normal distribution instead (Box-Muller in double, one 64-bit draw per 2 elements):
+// its BF16 exponents carry ~2.55 bits of entropy like trained weights (~2.6), where uniform
+// carries ~2.04 and flatters any exponent codec (docs/compression.md).
 #pragma once
 
 #include <atomic>
@@ -19,12 +23,16 @@
 
 namespace ferry {
 
+enum class SynthDistribution { uniform, normal };
+
 struct SynthInit {
   bool ones = false;  // exactly 1.0
-  float std = 0.0f;   // else uniform with this standard deviation
+  float std = 0.0f;   // else random with this standard deviation
+  SynthDistribution dist = SynthDistribution::uniform;
 };
 
-SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec);
+SynthInit synth_init(const WeightGroup& group, const WeightSpec& spec,
+                     SynthDistribution dist = SynthDistribution::uniform);
 
 // Writes elements [first, first + out.size()/dtype_size) of tensor `tensor_index` into `out`
 // in the spec's dtype (BF16, F16 or F32).
@@ -35,6 +43,7 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
 // adds the bytes it wrote to `*progress` (if not null) as it goes. `weights` must outlive the
 // returned fills.
 std::vector<TensorToWrite> synth_tensors(const ModelWeights& weights, uint64_t seed,
-                                         std::atomic<uint64_t>* progress = nullptr);
+                                         std::atomic<uint64_t>* progress = nullptr,
+                                         SynthDistribution dist = SynthDistribution::uniform);
 
 }  // namespace ferry
