@@ -479,7 +479,7 @@ void add_bench_command(CLI::App& app) {
       ->default_str(std::to_string(args->runs));
   add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed runs first")
       ->default_str(std::to_string(args->warmup));
-  add_workload_options(cmd, &args->workload);
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::reference);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
   cmd->add_flag("--op-profile", args->op_profile,

@@ -217,7 +217,7 @@ void add_plan_command(CLI::App& app) {
       ->required();
   cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
       ->check(not_empty());
-  add_workload_options(cmd, &args->workload);
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::reference);
   add_session_options(cmd, &args->session);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_option("--out", args->out, "Write the plan here (for `ferry run --plan`)")

@@ -321,7 +321,7 @@ void add_profile_command(CLI::App& app) {
       ->default_str(std::to_string(args->runs));
   add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed inferences first")
       ->default_str(std::to_string(args->warmup));
-  add_workload_options(cmd, &args->workload);
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::reference);
   add_session_options(cmd, &args->session);
   cmd->add_flag("!--no-second-pass", args->second_pass,
                 "Skip the second pass: the plan in sequential mode, timing every call with the "

@@ -23,6 +23,7 @@
 #include "api/session_args.h"
 #include "cli/session_flags.h"
 #include "cli/start_report.h"
+#include "cli/workload_args.h"
 #include "core/interrupt.h"
 #include "core/units.h"
 #include "measure/peak_sampler.h"
@@ -41,11 +42,7 @@ namespace {
 struct RunArgs {
   std::string model;
   std::string backend;
-  std::optional<int64_t> images;
-  std::string image_size;
-  std::optional<int64_t> prompt_tokens;
-  int64_t tokens = 8;
-  std::optional<int64_t> steps;
+  WorkloadArgs workload;
   uint64_t seed = 0;
   bool greedy = false;
   std::optional<float> temperature;
@@ -60,7 +57,6 @@ struct RunArgs {
   RealInputFlags real;
   std::optional<int64_t> max_tokens;
   bool no_thinking = false;
-  bool tokens_given = false;
   std::string trajectory;
   std::string picture;
 };
@@ -73,45 +69,12 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-// Tiny-friendly defaults: the real models get the reference workload's image size.
-Workload make_workload(const RunArgs& a, const ModelConfig& config) {
-  Workload w;
-  const Qwen3VLConfig* vlm = config.vlm();
-  w.num_images = a.images.value_or(vlm != nullptr ? 2 : 0);
-  if (vlm != nullptr) {
-    const bool tiny = vlm->vision.hidden_size < 512;
-    w.image_height = tiny ? 128 : 320;
-    w.image_width = tiny ? 192 : 576;
-  }
-  report.check(check_flag_applies(config, "--images", a.images.has_value(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--image-size", !a.image_size.empty(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--steps", a.steps.has_value(), FlagNeeds::action_expert));
-  if (!a.image_size.empty()) {
-    long long h = 0, wd = 0;
-    char x = 0;
-    std::istringstream in(a.image_size);
-    if (!(in >> h >> x >> wd) || (x != 'x' && x != 'X') || !in.eof()) {
-      report.fail("--image-size: expected HxW, e.g. 320x576, got " + a.image_size);
-    }
-    w.image_height = h;
-    w.image_width = wd;
-  }
-  // Default prompt: the image tokens plus ~100 text tokens (64 for a text-only model). A prompt
-  // given shorter than its fixed parts is an error, not silently lengthened.
-  w.prompt_tokens = report.check(prompt_tokens_flag(
-      config, w, a.prompt_tokens, vlm != nullptr ? image_tokens(w, config) + 120 : 64));
-  w.gen_tokens = a.tokens;
-  return w;
-}
-
 // What synthetic and real runs share: flow steps, seed, sampling. Synthetic runs are greedy
 // unless --temperature or --top-p is given; Alpamayo-R1 on real inputs samples as the official
 // code does (temperature 0.6, top-p 0.98) unless --greedy.
 void apply_settings(const RunArgs& a, const ModelConfig& config, bool real, Workload& w) {
   if (const AlpamayoConfig* ar = config.alpamayo()) {
-    w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
+    w.flow_steps = a.workload.steps.value_or(ar->diffusion.num_inference_steps);
   }
   w.seed = a.seed;
   const bool samples_by_default = real && config.alpamayo() != nullptr;
@@ -129,10 +92,10 @@ void check_input_flags(const RunArgs& a, const ModelConfig& config) {
                   " shapes a synthetic workload; real inputs (--frames, --prompt) set it");
     }
   };
-  refuse(a.images.has_value(), "--images");
-  refuse(!a.image_size.empty(), "--image-size");
-  refuse(a.prompt_tokens.has_value(), "--prompt-tokens");
-  refuse(a.tokens_given, "--tokens (use --max-tokens)");
+  refuse(a.workload.images.has_value(), "--images");
+  refuse(a.workload.image_size.has_value(), "--image-size");
+  refuse(a.workload.prompt_tokens.has_value(), "--prompt-tokens");
+  refuse(a.workload.tokens.has_value(), "--tokens (use --max-tokens)");
   if (!real && a.no_thinking) report.fail("--no-thinking goes with --prompt");
   if (!real && a.max_tokens) {
     report.fail(
@@ -201,10 +164,9 @@ void dump_logits(const std::string& path, const InferenceResult& r) {
 void run(const RunArgs& a) {
   StartTimes start;  // process start to the first inference ready
   start.before_main_s = seconds_before_main();
-  double lap = seconds_since_process_start();
-  const ModelConfig config = report.check(load_config(a.model));
-  const ModelWeights weights = report.check(describe_weights(config));
-  start.config_s = seconds_since_process_start() - lap;
+  const ModelDescription model = report.check(describe_model(a.model, &start));
+  const ModelConfig& config = model.config;
+  const ModelWeights& weights = model.weights;
   check_input_flags(a, config);
   std::optional<RealInputs> real;
   Workload w;
@@ -215,7 +177,7 @@ void run(const RunArgs& a) {
     real.emplace(report.check(load_real_inputs(a.model, config, flags)));
     w = real->workload;
   } else {
-    w = make_workload(a, config);
+    w = report.check(make_workload(a.workload, config, WorkloadDefaults::quick));
   }
   apply_settings(a, config, real.has_value(), w);
   report.check(validate_workload(w, config));
@@ -243,12 +205,8 @@ void run(const RunArgs& a) {
     print_plan(stdout, planned.first, weights, planned.second);
     return;
   }
-  lap = seconds_since_process_start();
-  const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
-  report.check(check_checkpoint_dtypes(config, weights, ckpt));
-  report.check(check_runnable_dtypes(weights));
-  report.check(bind_checkpoint(weights, ckpt));
-  start.checkpoint_s = seconds_since_process_start() - lap;
+  const OpenModel m = report.check(open_checkpoint(a.model, model, &start));
+  const Checkpoint& ckpt = m.checkpoint;
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   PeakSampler sampler(*backend);
@@ -404,15 +362,7 @@ void add_run_command(CLI::App& app) {
       ->required();
   cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
       ->check(not_empty());
-  add_int_option(cmd, "--images", &args->images, 0, kMaxImages, "Number of images (vision models)");
-  cmd->add_option("--image-size", args->image_size, "HxW in pixels, multiples of 32")
-      ->check(not_empty());
-  add_int_option(cmd, "--prompt-tokens", &args->prompt_tokens, 1, kMaxSequence,
-                 "Total prompt length (text + image)");
-  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence,
-                 "Tokens a synthetic run generates")
-      ->default_str(std::to_string(args->tokens));
-  add_int_option(cmd, "--steps", &args->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::quick);
   add_uint_option(cmd, "--seed", &args->seed, "Seed for every synthetic input")->default_str("0");
   auto* greedy = cmd->add_flag("--greedy", args->greedy,
                                "Argmax decoding (the default, except for Alpamayo-R1 on real "
@@ -463,10 +413,7 @@ void add_run_command(CLI::App& app) {
                   "Write input_ids, position_ids, generated_ids (and pixel_values, "
                   "image_grid_thw) as .npy into this folder")
       ->check(not_empty());
-  cmd->callback([args, cmd] {
-    args->tokens_given = cmd->count("--tokens") > 0;
-    run(*args);
-  });
+  cmd->callback([args] { run(*args); });
 }
 
 }  // namespace ferry::cli
