@@ -36,20 +36,28 @@ Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool
   return backend;
 }
 
-Result<OpenModel> open_model(const std::string& dir, StartTimes* times) {
+Result<ModelDescription> describe_model(const std::string& dir, StartTimes* times) {
   const double t0 = seconds_since_process_start();
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, load_config(dir));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
-  const double t1 = seconds_since_process_start();
+  if (times != nullptr) times->config_s = seconds_since_process_start() - t0;
+  return ModelDescription{std::move(config), std::move(weights)};
+}
+
+Result<OpenModel> open_checkpoint(const std::string& dir, ModelDescription model,
+                                  StartTimes* times) {
+  const double t0 = seconds_since_process_start();
   FERRY_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(dir));
-  FERRY_RETURN_IF_ERROR(check_checkpoint_dtypes(config, weights, checkpoint));
-  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(weights));
-  FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, checkpoint));
-  if (times != nullptr) {
-    times->config_s = t1 - t0;
-    times->checkpoint_s = seconds_since_process_start() - t1;
-  }
-  return OpenModel{std::move(config), std::move(weights), std::move(checkpoint)};
+  FERRY_RETURN_IF_ERROR(check_checkpoint_dtypes(model.config, model.weights, checkpoint));
+  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(model.weights));
+  FERRY_RETURN_IF_ERROR(bind_checkpoint(model.weights, checkpoint));
+  if (times != nullptr) times->checkpoint_s = seconds_since_process_start() - t0;
+  return OpenModel{std::move(model.config), std::move(model.weights), std::move(checkpoint)};
+}
+
+Result<OpenModel> open_model(const std::string& dir, StartTimes* times) {
+  FERRY_ASSIGN_OR_RETURN(ModelDescription model, describe_model(dir, times));
+  return open_checkpoint(dir, std::move(model), times);
 }
 
 Error name_damage(const Error& error, const Checkpoint& checkpoint) {

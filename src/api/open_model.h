@@ -19,14 +19,26 @@ namespace ferry::api {
 Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag,
                                                    bool check_streams = false);
 
+// A model folder's description: its config and weight table, no checkpoint opened yet.
+struct ModelDescription {
+  ModelConfig config;
+  ModelWeights weights;
+};
 struct OpenModel {
   ModelConfig config;
   ModelWeights weights;
   Checkpoint checkpoint;
 };
-// load_config, describe_weights, Checkpoint::open, then bind_checkpoint. `dir` may also be the
-// checkpoint's .safetensors or index file, as `inspect` takes it. `times`, when given, gets
-// config_s (config and weight table) and checkpoint_s (mapping, validation, binding).
+// The two halves of open_model, for a command that checks its flags against the config before
+// it maps the checkpoint, or maps none (`run --dry-run`). describe_model: load_config, then
+// describe_weights; `times` gets config_s. open_checkpoint: Checkpoint::open, the dtype checks,
+// then bind_checkpoint; `times` gets checkpoint_s.
+Result<ModelDescription> describe_model(const std::string& dir, StartTimes* times = nullptr);
+Result<OpenModel> open_checkpoint(const std::string& dir, ModelDescription model,
+                                  StartTimes* times = nullptr);
+// describe_model, then open_checkpoint. `dir` may also be the checkpoint's .safetensors or index
+// file, as `inspect` takes it. `times`, when given, gets config_s (config and weight table) and
+// checkpoint_s (mapping, validation, binding).
 Result<OpenModel> open_model(const std::string& dir, StartTimes* times = nullptr);
 // backend_from_flag, timed into `times` (backend_s, backend_parts).
 Result<std::unique_ptr<Backend>> backend_from_flag(const std::string& flag, bool check_streams,

@@ -170,17 +170,344 @@ nlohmann::ordered_json timeline_json(const TimelineSummary& t) {
   return j;
 }
 
-void bench(const BenchArgs& a) {
-  if (a.op_profile_top < 1 || a.op_profile_top > 10000) {
-    report.fail("--op-profile-top must be in [1, 10000]");
+// What one bench session measured: the report its two printers render (text and JSON). The
+// backend and the session are the command's, alive while it prints; the rest are values.
+struct BenchReport {
+  const BenchArgs& a;
+  const ModelConfig& config;
+  const ModelWeights& weights;
+  const Workload& w;
+  const MachineLimits& limits;
+  const StartTimes& start;
+  const Backend& backend;
+  const Session& session;
+  const InferenceResult& first;      // the first timed run
+  std::array<double, 4> streamed{};  // bytes over the link per inference, by phase
+  double streamed_total = 0;
+  std::optional<TimelineSummary> timeline{};  // what the copy engine did (one more run)
+  MemoryLedger ledger{};
+  std::optional<uint64_t> outside{};  // the driver's peak, seen from outside
+  int64_t samples = 0;              // the peak sampler's, at the end
+  std::array<StageStats, 5> stages{};  // vision, prefill, decode, expert, total
+  std::vector<PhaseProfile> profile{};  // --op-profile
+  int64_t decode_steps = 0;           // distinct decode steps in the call sequence
+
+  const StreamingStats& st() const { return session.streaming(); }
+  const SessionPlan& planned() const { return session.planned(); }
+  double predicted_of(size_t s) const {
+    return s < 4 ? planned().prediction.phases[s].wall_s : planned().prediction.total_s;
   }
-  StartTimes start;  // process start to the first inference ready (machine limits included)
-  start.before_main_s = seconds_before_main();
-  const OpenModel m = report.check(open_model(a.model, &start));
-  const ModelConfig& config = m.config;
-  const ModelWeights& weights = m.weights;
-  const Workload w = report.check(reference_workload(a.workload, config));
-  const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
+  // Measured copy-engine busy time of the copies serving a stage (and all of them), over the
+  // stage's median time: the link's busy fraction from timing events.
+  std::optional<double> copy_busy_of(size_t s) const {
+    if (!timeline) return std::nullopt;
+    return s < 4 ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
+  }
+  double link_bytes_of(size_t s) const { return s < 4 ? streamed[s] : streamed_total; }
+};
+
+const char* const kStageNames[] = {"vision", "prefill", "decode", "expert", "total"};
+
+// Floors (from the actual prompt length and the rows the expert saw) and the timed runs' times,
+// per stage and in total.
+std::array<StageStats, 5> stage_stats(const BenchReport& r, const std::vector<Call>& calls,
+                                      const std::vector<PhaseTimes>& run_times) {
+  const CostContext ctx = cost_context(r.config, r.w, static_cast<int64_t>(r.first.prompt.size()),
+                                       r.first.expert_offset);
+  const std::vector<CallCost> costs = call_costs(r.config, r.weights, calls, ctx);
+  std::array<StageStats, 5> stages;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    for (size_t s : {static_cast<size_t>(calls[i].phase), size_t{4}}) {
+      stages[s].floor += costs[i].floor_seconds(r.limits.gemm_flops, r.limits.copy_bandwidth);
+      stages[s].flops += costs[i].flops;
+      stages[s].bytes += costs[i].bytes();
+      stages[s].calls += 1;
+    }
+  }
+  for (const PhaseTimes& t : run_times) {
+    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(t.seconds[s]);
+    stages[4].seconds.push_back(t.total_seconds);
+  }
+  return stages;
+}
+
+// The timeline of one more run: written out with --timeline-out (whatever the plan), else taken
+// when weights stream and the provider records timelines (none through the bounce ring: the JSON
+// then has no "streams").
+std::optional<TimelineSummary> bench_timeline(const BenchArgs& a, Session& session,
+                                              const Checkpoint& checkpoint,
+                                              const ModelWeights& weights, bool say) {
+  if (!a.timeline_out.empty()) {
+    if (say) std::fprintf(stderr, "bench: one more run with timing events, written out...\n");
+    TimelineSummary dumped = dump_timeline(session, checkpoint, weights, a.timeline_out);
+    if (session.plan().slots > 0) return dumped;
+    return std::nullopt;
+  }
+  if (a.timeline && session.streaming_provider().records_timelines()) {
+    if (say && session.plan().slots > 0) {
+      std::fprintf(stderr, "bench: one more run with timing events on both streams...\n");
+    }
+    return timeline_run(session, checkpoint);
+  }
+  return std::nullopt;
+}
+
+nlohmann::json stages_json(const BenchReport& r) {
+  nlohmann::json j;
+  for (size_t s = 0; s < 5; ++s) {
+    const StageStats& st = r.stages[s];
+    if (st.calls == 0) continue;
+    nlohmann::json& stage = j[kStageNames[s]];
+    stage = {{"median_s", st.median()}, {"min_s", st.min()},     {"max_s", st.max()},
+             {"floor_s", st.floor},     {"flops", st.flops},     {"bytes", st.bytes},
+             {"calls", st.calls},       {"runs_s", st.seconds}};
+    const double link_bytes = r.link_bytes_of(s);
+    stage["streamed_bytes"] = link_bytes;
+    stage["link_busy"] = st.median() > 0 && r.limits.h2d_bandwidth > 0
+                             ? link_bytes / r.limits.h2d_bandwidth / st.median()
+                             : 0.0;
+    stage["predicted_s"] = r.predicted_of(s);
+    if (const std::optional<double> busy = r.copy_busy_of(s)) {
+      stage["copy_busy_s"] = *busy;
+      stage["link_busy_measured"] = st.median() > 0 ? *busy / st.median() : 0.0;
+    }
+  }
+  return j;
+}
+
+nlohmann::json bench_json(const BenchReport& r) {
+  const BenchArgs& a = r.a;
+  const SessionPlan& planned = r.planned();
+  const Session& session = r.session;
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["architecture"] = architecture_name(r.config.arch);
+  j["backend"] = std::string(r.backend.name());
+  j["device"] = r.backend.info().name;
+  if (const size_t stack = r.backend.info().thread_stack_bytes; stack > 0) {
+    j["thread_stack_bytes"] = stack;  // after the runs: more than asked means a launch grew it
+  }
+  j["runs"] = a.runs;
+  j["warmup"] = a.warmup;
+  j["workload"] = {{"images", r.w.num_images},       {"image_height", r.w.image_height},
+                   {"image_width", r.w.image_width}, {"prompt_tokens", r.first.prompt.size()},
+                   {"tokens", r.w.gen_tokens},       {"flow_steps", r.w.flow_steps}};
+  j["machine"] = {{"bf16_gemm_tflops", r.limits.gemm_flops / 1e12},
+                  {"gemm_size", r.limits.gemm_size},
+                  {"copy_bandwidth_gbs", r.limits.copy_bandwidth / 1e9},
+                  {"copy_bytes", r.limits.copy_bytes}};
+  j["graphs"] = {{"on", a.graphs},
+                 {"recorded_calls", r.first.times.recorded_calls()},
+                 {"replayed_calls", r.first.times.replayed_calls()},
+                 {"record_s", r.first.times.record_time()}};
+  j["machine"]["h2d_gbs"] = r.limits.h2d_bandwidth / 1e9;
+  j["weights_bytes"] = r.weights.total_bytes();
+  j["load_s"] = r.st().resident_load_seconds;
+  j["open_s"] = session.open_seconds();
+  j["plan"] = plan_summary_json(session.plan(), r.weights, session.memory());
+  j["plan"]["origin"] = planned.origin;
+  j["profile_source"] = planned.profile_source;
+  j["prediction"] = prediction_json(planned.prediction);
+  if (planned.on_path) {
+    j["prediction_on_path"] = prediction_json(planned.on_path->prediction);
+    j["prediction_on_path"]["copy_bytes_per_s"] = planned.on_path->bytes_per_s;
+  }
+  if (planned.link_check) j["link_check"] = link_check_json(*planned.link_check);
+  if (planned.bound) j["lower_bound"] = bound_json(*planned.bound);
+  if (r.timeline) j["streams"] = timeline_json(*r.timeline);
+  j["host_path"] = session.tier().how();
+  j["host_register_s"] = session.tier().register_seconds();
+  j["start"] = start_json(r.start);
+  j["graphs"]["kept"] = session.graphs();
+  j["streamed_bytes_per_run"] = r.streamed_total;
+  j["device_peak_bytes"] = {
+      {"ferry_books", r.ledger.peak},
+      {"reserved", r.ledger.reserved},
+      {"outside", r.outside ? nlohmann::json(*r.outside) : nlohmann::json()},
+      {"outside_method", r.backend.driver_device_bytes_method()},
+      {"samples", r.samples}};
+  if (nlohmann::json stages = stages_json(r); !stages.is_null()) j["stages"] = std::move(stages);
+  j["tokens"] = r.first.tokens;
+  if (a.op_profile) j["op_profile"] = profile_json(r.profile);
+  return j;
+}
+
+// The lines above the stage table: what ran, on what, with which plan and memory.
+void print_bench_header(const BenchReport& r) {
+  const BenchArgs& a = r.a;
+  const Workload& w = r.w;
+  const MachineLimits& limits = r.limits;
+  const StreamingStats& st = r.st();
+  const SessionPlan& planned = r.planned();
+  std::printf("ferry bench: %s (%s) on %s (%s), median of %d runs after %d warm-up\n",
+              a.model.c_str(), architecture_name(r.config.arch),
+              std::string(r.backend.name()).c_str(), r.backend.info().name.c_str(), a.runs,
+              a.warmup);
+  std::printf("workload: ");
+  if (w.num_images > 0) {
+    std::printf("%lld images %lldx%lld, ", static_cast<long long>(w.num_images),
+                static_cast<long long>(w.image_height), static_cast<long long>(w.image_width));
+  }
+  std::printf("prompt %zu tokens, %lld generated", r.first.prompt.size(),
+              static_cast<long long>(w.gen_tokens));
+  if (r.config.alpamayo() != nullptr) {
+    std::printf(", %lld flow steps", static_cast<long long>(w.flow_steps));
+  }
+  std::printf("\nmachine:  BF16 GEMM %.3g TFLOP/s (%lld^3, measured), copy %.1f GB/s (measured)\n",
+              limits.gemm_flops / 1e12, static_cast<long long>(limits.gemm_size),
+              limits.copy_bandwidth / 1e9);
+  if (a.graphs) {
+    std::printf(
+        "graphs:   on, per run %lld calls recorded (%.2f ms of host time, in the stage times), "
+        "%lld replayed\n",
+        static_cast<long long>(r.first.times.recorded_calls()),
+        r.first.times.record_time() * 1e3,
+        static_cast<long long>(r.first.times.replayed_calls()));
+  } else {
+    std::printf("graphs:   off (every op launched one by one)\n");
+  }
+  std::printf("link:     host -> device %.1f GB/s (page-locked, measured); host tier: %s\n",
+              limits.h2d_bandwidth / 1e9, r.session.tier().how().c_str());
+  std::printf("weights:  %.2f GB resident, loaded in %.2f s; %.2f GB streamed per run\n",
+              static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds,
+              r.streamed_total / 1e9);
+  std::printf("start:    %s\n", start_text(r.start).c_str());
+  std::printf("plan:     %s; predicted from the %s profile\n", planned.origin.c_str(),
+              planned.profile_source.c_str());
+  print_plan(stdout, r.session.plan(), r.weights, r.session.memory());
+  std::printf("device:   peak %s in ferry's books", binary_bytes(r.ledger.peak).c_str());
+  if (r.outside) {
+    std::printf(", %s seen by the driver (%s, %lld samples)", binary_bytes(*r.outside).c_str(),
+                r.backend.driver_device_bytes_method().c_str(),
+                static_cast<long long>(r.samples));
+  }
+  if (planned.vram) std::printf("; budget %s", binary_bytes(*planned.vram).c_str());
+  std::printf("\n");
+  if (r.timeline) {
+    std::printf(
+        "streams:  copy engine busy %.2f ms per run (measured), %.1f%% of it under compute; "
+        "compute stalled %.2f ms waiting for copies\n",
+        r.timeline->copy_busy_s * 1e3, 100.0 * r.timeline->hidden_fraction,
+        r.timeline->stall_s * 1e3);
+  }
+  std::printf("\n");
+}
+
+void print_stage_table(const BenchReport& r) {
+  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s %10s\n", "stage", "median", "min",
+              "max", "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy", "predicted");
+  const double h2d = r.limits.h2d_bandwidth;
+  for (size_t s = 0; s < 5; ++s) {
+    const StageStats& st = r.stages[s];
+    if (st.calls == 0) continue;
+    const double t = st.median();
+    const double link_bytes = r.link_bytes_of(s);
+    // Measured (copy-engine busy time over the stage's time) when there is a timeline.
+    const std::optional<double> copy_busy = r.copy_busy_of(s);
+    const double busy = copy_busy ? (t > 0 ? *copy_busy / t : 0)
+                                  : (t > 0 && h2d > 0 ? link_bytes / h2d / t : 0);
+    std::printf(
+        "%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f %9.2f %8.0f%% %8.2fms\n",
+        kStageNames[s], t * 1e3, st.min() * 1e3, st.max() * 1e3, st.floor * 1e3,
+        t > 0 ? 100.0 * st.floor / t : 0.0, t > 0 ? st.flops / t / 1e12 : 0,
+        t > 0 ? st.bytes / t / 1e9 : 0, link_bytes / 1e9, 100.0 * busy,
+        r.predicted_of(s) * 1e3);
+  }
+}
+
+// Below the table: the predictions against the measured total, T_lb, the decode step.
+void print_bench_footer(const BenchReport& r) {
+  const SessionPlan& planned = r.planned();
+  const double total = r.stages[4].median();
+  auto off = [&](double t) { return total > 0 ? 100.0 * (t - total) / total : 0.0; };
+  std::printf("\npredicted %.4f s (%+.2f%% of measured)", planned.prediction.total_s,
+              off(planned.prediction.total_s));
+  if (planned.bound) {
+    std::printf("; T_lb %.4f s, measured %.3fx the bound", planned.bound->total_s,
+                planned.bound->total_s > 0 ? total / planned.bound->total_s : 0.0);
+  }
+  if (planned.on_path) {
+    const double t = planned.on_path->prediction.total_s;
+    std::printf(
+        "\npredicted %.4f s (%+.2f%% of measured) with copies at this host path's %.2f GB/s", t,
+        off(t), planned.on_path->bytes_per_s / 1e9);
+  }
+  if (planned.link_check) {
+    const double t = planned.link_check->prediction.total_s;
+    std::printf(
+        "\npredicted %.4f s (%+.2f%% of measured) with the link as found at open (copies %.3fx "
+        "the profile's)",
+        t, off(t), planned.link_check->factor);
+  }
+  std::printf("\nlink busy: %s\n", r.timeline
+                                       ? "copy-engine busy time from timing events / stage time"
+                                       : "streamed bytes / measured link peak / stage time");
+  if (r.decode_steps > 0) {
+    const double steps = static_cast<double>(r.decode_steps);
+    const StageStats& decode = r.stages[2];
+    std::printf("decode step: %.3f ms, floor %.3f ms (%.2fx the floor)\n",
+                decode.median() / steps * 1e3, decode.floor / steps * 1e3,
+                decode.floor > 0 ? decode.median() / decode.floor : 0.0);
+  }
+  if (r.a.op_profile) print_profile(stdout, r.profile, static_cast<size_t>(r.a.op_profile_top));
+}
+
+void print_bench(const BenchReport& r) {
+  print_bench_header(r);
+  print_stage_table(r);
+  print_bench_footer(r);
+}
+
+// One session under the flags' budget: opened, timed, measured, then printed.
+void bench_session(const BenchArgs& a, const OpenModel& m, const Workload& w,
+                   const std::vector<Call>& calls, const MachineLimits& limits, const SessionOptions& so, StartTimes& start,
+                   Backend& backend, std::optional<Progress>& progress, bool say) {
+  if (say) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
+  progress->stage("loading weights");
+  // The outside view of device memory from here on: the session and every run.
+  PeakSampler sampler(backend);
+  std::unique_ptr<Session> session =
+      report.check(Session::open(backend, m.config, m.weights, m.checkpoint, w, so));
+  start.take_session(session->start_times());
+  start.total_s = seconds_since_process_start();
+  const StreamingStats loaded = session->streaming();
+  const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, say);
+  progress.reset();
+  BenchReport r{.a = a, .config = m.config, .weights = m.weights, .w = w, .limits = limits,
+                .start = start, .backend = backend, .session = *session, .first = *timed.first};
+  const auto inferences = static_cast<double>(a.warmup + a.runs);
+  for (size_t p = 0; p < 4; ++p) {
+    r.streamed[p] =
+        static_cast<double>(r.st().bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
+    r.streamed_total += r.streamed[p];
+  }
+  r.timeline = bench_timeline(a, *session, m.checkpoint, m.weights, say);
+  r.ledger = backend.ledger();
+  r.outside = sampler.peak();
+  r.stages = stage_stats(r, calls, timed.times);
+  if (a.op_profile) {
+    if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
+    r.profile = profile_run(backend, m.config, m.weights, session->provider(), w, r.first);
+    for (PhaseProfile& p : r.profile) {
+      for (size_t s = 0; s < 4; ++s) {
+        if (p.phase == kStageNames[s]) p.timed_seconds = r.stages[s].median();
+      }
+    }
+  }
+  for (const Call& c : calls) {
+    if (c.phase == Phase::decode) r.decode_steps = std::max<int64_t>(r.decode_steps, c.step + 1);
+  }
+  r.samples = sampler.samples();
+  if (a.json) {
+    std::cout << bench_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
+  } else {
+    print_bench(r);
+  }
+}
+
+// --op-profile, --sweep and --plot against each other and the budget; --no-link-check.
+SessionOptions bench_session_options(const BenchArgs& a, const ModelWeights& weights) {
   InferenceOptions inference;
   inference.exec.graphs = a.graphs;
   SessionOptions so = report.check(session_options(a.session, weights, inference));
@@ -191,6 +518,19 @@ void bench(const BenchArgs& a) {
   }
   if (!a.sweep.empty() && a.op_profile) report.fail("--op-profile and --sweep: one at a time");
   if (a.sweep.empty() && !a.plot.empty()) report.fail("--plot draws the curve of --sweep");
+  return so;
+}
+
+void bench(const BenchArgs& a) {
+  if (a.op_profile_top < 1 || a.op_profile_top > 10000) {
+    report.fail("--op-profile-top must be in [1, 10000]");
+  }
+  StartTimes start;  // process start to the first inference ready (machine limits included)
+  start.before_main_s = seconds_before_main();
+  const OpenModel m = report.check(open_model(a.model, &start));
+  const Workload w = report.check(reference_workload(a.workload, m.config));
+  const std::vector<Call> calls = report.check(call_sequence(m.weights, m.config, w));
+  SessionOptions so = bench_session_options(a, m.weights);
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   const bool say = !a.json && !a.quiet;
@@ -213,255 +553,7 @@ void bench(const BenchArgs& a) {
     bench_sweep(a, m, w, limits, so);
     return;
   }
-  if (say) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
-  progress->stage("loading weights");
-  // The outside view of device memory from here on: the session and every run.
-  PeakSampler sampler(*backend);
-  std::unique_ptr<Session> session =
-      report.check(Session::open(*backend, config, weights, m.checkpoint, w, so));
-  start.take_session(session->start_times());
-  start.total_s = seconds_since_process_start();
-  const StreamingStats loaded = session->streaming();
-  const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, say);
-  const std::vector<PhaseTimes>& run_times = timed.times;
-  progress.reset();
-  const InferenceResult& first = *timed.first;
-  const StreamingStats& st = session->streaming();
-  const auto inferences = static_cast<double>(a.warmup + a.runs);
-  // Bytes over the link per inference, by phase, and the time they take at the measured peak.
-  std::array<double, 4> streamed{};
-  double streamed_total = 0;
-  for (size_t p = 0; p < 4; ++p) {
-    streamed[p] = static_cast<double>(st.bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
-    streamed_total += streamed[p];
-  }
-  // What the copy engine did, from timing events in one more run (not in the timed ones).
-  std::optional<TimelineSummary> timeline;
-  // None through the bounce ring (the JSON then has no "streams").
-  if (!a.timeline_out.empty()) {
-    if (say) std::fprintf(stderr, "bench: one more run with timing events, written out...\n");
-    TimelineSummary dumped = dump_timeline(*session, m.checkpoint, weights, a.timeline_out);
-    if (session->plan().slots > 0) timeline = dumped;
-  } else if (a.timeline && session->streaming_provider().records_timelines()) {
-    if (say && session->plan().slots > 0) {
-      std::fprintf(stderr, "bench: one more run with timing events on both streams...\n");
-    }
-    timeline = timeline_run(*session, m.checkpoint);
-  }
-  const MemoryLedger ledger = backend->ledger();
-  const std::optional<uint64_t> outside = sampler.peak();
-  const SessionPlan& planned = session->planned();
-
-  // Floors, from the actual prompt length and the rows the expert saw.
-  const CostContext ctx =
-      cost_context(config, w, static_cast<int64_t>(first.prompt.size()), first.expert_offset);
-  const std::vector<CallCost> costs = call_costs(config, weights, calls, ctx);
-  std::array<StageStats, 5> stages;  // vision, prefill, decode, expert, total
-  for (size_t i = 0; i < calls.size(); ++i) {
-    for (size_t s : {static_cast<size_t>(calls[i].phase), size_t{4}}) {
-      stages[s].floor += costs[i].floor_seconds(limits.gemm_flops, limits.copy_bandwidth);
-      stages[s].flops += costs[i].flops;
-      stages[s].bytes += costs[i].bytes();
-      stages[s].calls += 1;
-    }
-  }
-  for (const PhaseTimes& t : run_times) {
-    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(t.seconds[s]);
-    stages[4].seconds.push_back(t.total_seconds);
-  }
-  const char* names[] = {"vision", "prefill", "decode", "expert", "total"};
-  auto predicted_of = [&](size_t s) {
-    return s < 4 ? planned.prediction.phases[s].wall_s : planned.prediction.total_s;
-  };
-  // Measured copy-engine busy time of the copies serving a stage (and all of them), over the
-  // stage's median time: the link's busy fraction from timing events.
-  auto copy_busy_of = [&](size_t s) -> std::optional<double> {
-    if (!timeline) return std::nullopt;
-    return s < 4 ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
-  };
-  std::vector<PhaseProfile> profile;
-  if (a.op_profile) {
-    if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
-    profile = profile_run(*backend, config, weights, session->provider(), w, first);
-    for (PhaseProfile& p : profile) {
-      for (size_t s = 0; s < 4; ++s) {
-        if (p.phase == names[s]) p.timed_seconds = stages[s].median();
-      }
-    }
-  }
-  int64_t decode_steps = 0;  // distinct decode steps in the call sequence
-  for (const Call& c : calls) {
-    if (c.phase == Phase::decode) decode_steps = std::max<int64_t>(decode_steps, c.step + 1);
-  }
-
-  if (a.json) {
-    nlohmann::json j;
-    j["model"] = a.model;
-    j["architecture"] = architecture_name(config.arch);
-    j["backend"] = std::string(backend->name());
-    j["device"] = backend->info().name;
-    if (const size_t stack = backend->info().thread_stack_bytes; stack > 0) {
-      j["thread_stack_bytes"] = stack;  // after the runs: more than asked means a launch grew it
-    }
-    j["runs"] = a.runs;
-    j["warmup"] = a.warmup;
-    j["workload"] = {{"images", w.num_images},       {"image_height", w.image_height},
-                     {"image_width", w.image_width}, {"prompt_tokens", first.prompt.size()},
-                     {"tokens", w.gen_tokens},       {"flow_steps", w.flow_steps}};
-    j["machine"] = {{"bf16_gemm_tflops", limits.gemm_flops / 1e12},
-                    {"gemm_size", limits.gemm_size},
-                    {"copy_bandwidth_gbs", limits.copy_bandwidth / 1e9},
-                    {"copy_bytes", limits.copy_bytes}};
-    j["graphs"] = {{"on", a.graphs},
-                   {"recorded_calls", first.times.recorded_calls()},
-                   {"replayed_calls", first.times.replayed_calls()},
-                   {"record_s", first.times.record_time()}};
-    j["machine"]["h2d_gbs"] = limits.h2d_bandwidth / 1e9;
-    j["weights_bytes"] = weights.total_bytes();
-    j["load_s"] = st.resident_load_seconds;
-    j["open_s"] = session->open_seconds();
-    j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
-    j["plan"]["origin"] = planned.origin;
-    j["profile_source"] = planned.profile_source;
-    j["prediction"] = prediction_json(planned.prediction);
-    if (planned.on_path) {
-      j["prediction_on_path"] = prediction_json(planned.on_path->prediction);
-      j["prediction_on_path"]["copy_bytes_per_s"] = planned.on_path->bytes_per_s;
-    }
-    if (planned.link_check) j["link_check"] = link_check_json(*planned.link_check);
-    if (planned.bound) j["lower_bound"] = bound_json(*planned.bound);
-    if (timeline) j["streams"] = timeline_json(*timeline);
-    j["host_path"] = session->tier().how();
-    j["host_register_s"] = session->tier().register_seconds();
-    j["start"] = start_json(start);
-    j["graphs"]["kept"] = session->graphs();
-    j["streamed_bytes_per_run"] = streamed_total;
-    j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
-                              {"reserved", ledger.reserved},
-                              {"outside", outside ? nlohmann::json(*outside) : nlohmann::json()},
-                              {"outside_method", backend->driver_device_bytes_method()},
-                              {"samples", sampler.samples()}};
-    for (size_t s = 0; s < 5; ++s) {
-      if (stages[s].calls == 0) continue;
-      j["stages"][names[s]] = {{"median_s", stages[s].median()}, {"min_s", stages[s].min()},
-                               {"max_s", stages[s].max()},       {"floor_s", stages[s].floor},
-                               {"flops", stages[s].flops},       {"bytes", stages[s].bytes},
-                               {"calls", stages[s].calls},       {"runs_s", stages[s].seconds}};
-      const double link_bytes = s < 4 ? streamed[s] : streamed_total;
-      j["stages"][names[s]]["streamed_bytes"] = link_bytes;
-      j["stages"][names[s]]["link_busy"] =
-          stages[s].median() > 0 && limits.h2d_bandwidth > 0
-              ? link_bytes / limits.h2d_bandwidth / stages[s].median()
-              : 0.0;
-      j["stages"][names[s]]["predicted_s"] = predicted_of(s);
-      if (const std::optional<double> busy = copy_busy_of(s)) {
-        j["stages"][names[s]]["copy_busy_s"] = *busy;
-        j["stages"][names[s]]["link_busy_measured"] =
-            stages[s].median() > 0 ? *busy / stages[s].median() : 0.0;
-      }
-    }
-    j["tokens"] = first.tokens;
-    if (a.op_profile) j["op_profile"] = profile_json(profile);
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    return;
-  }
-  std::printf("ferry bench: %s (%s) on %s (%s), median of %d runs after %d warm-up\n",
-              a.model.c_str(), architecture_name(config.arch), std::string(backend->name()).c_str(),
-              backend->info().name.c_str(), a.runs, a.warmup);
-  std::printf("workload: ");
-  if (w.num_images > 0) {
-    std::printf("%lld images %lldx%lld, ", static_cast<long long>(w.num_images),
-                static_cast<long long>(w.image_height), static_cast<long long>(w.image_width));
-  }
-  std::printf("prompt %zu tokens, %lld generated", first.prompt.size(),
-              static_cast<long long>(w.gen_tokens));
-  if (config.alpamayo() != nullptr) {
-    std::printf(", %lld flow steps", static_cast<long long>(w.flow_steps));
-  }
-  std::printf("\nmachine:  BF16 GEMM %.3g TFLOP/s (%lld^3, measured), copy %.1f GB/s (measured)\n",
-              limits.gemm_flops / 1e12, static_cast<long long>(limits.gemm_size),
-              limits.copy_bandwidth / 1e9);
-  if (a.graphs) {
-    std::printf(
-        "graphs:   on, per run %lld calls recorded (%.2f ms of host time, in the stage times), "
-        "%lld replayed\n",
-        static_cast<long long>(first.times.recorded_calls()), first.times.record_time() * 1e3,
-        static_cast<long long>(first.times.replayed_calls()));
-  } else {
-    std::printf("graphs:   off (every op launched one by one)\n");
-  }
-  std::printf("link:     host -> device %.1f GB/s (page-locked, measured); host tier: %s\n",
-              limits.h2d_bandwidth / 1e9, session->tier().how().c_str());
-  std::printf("weights:  %.2f GB resident, loaded in %.2f s; %.2f GB streamed per run\n",
-              static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds,
-              streamed_total / 1e9);
-  std::printf("start:    %s\n", start_text(start).c_str());
-  std::printf("plan:     %s; predicted from the %s profile\n", planned.origin.c_str(),
-              planned.profile_source.c_str());
-  print_plan(stdout, session->plan(), weights, session->memory());
-  std::printf("device:   peak %s in ferry's books", binary_bytes(ledger.peak).c_str());
-  if (outside) {
-    std::printf(", %s seen by the driver (%s, %lld samples)", binary_bytes(*outside).c_str(),
-                backend->driver_device_bytes_method().c_str(),
-                static_cast<long long>(sampler.samples()));
-  }
-  if (planned.vram) std::printf("; budget %s", binary_bytes(*planned.vram).c_str());
-  std::printf("\n");
-  if (timeline) {
-    std::printf(
-        "streams:  copy engine busy %.2f ms per run (measured), %.1f%% of it under compute; "
-        "compute stalled %.2f ms waiting for copies\n",
-        timeline->copy_busy_s * 1e3, 100.0 * timeline->hidden_fraction, timeline->stall_s * 1e3);
-  }
-  std::printf("\n");
-  std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s %10s\n", "stage", "median", "min",
-              "max", "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy", "predicted");
-  for (size_t s = 0; s < 5; ++s) {
-    if (stages[s].calls == 0) continue;
-    const double t = stages[s].median();
-    const double link_bytes = s < 4 ? streamed[s] : streamed_total;
-    // Measured (copy-engine busy time over the stage's time) when there is a timeline.
-    const std::optional<double> copy_busy = copy_busy_of(s);
-    const double busy =
-        copy_busy ? (t > 0 ? *copy_busy / t : 0)
-                  : (t > 0 && limits.h2d_bandwidth > 0 ? link_bytes / limits.h2d_bandwidth / t : 0);
-    std::printf(
-        "%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f %9.2f %8.0f%% %8.2fms\n",
-        names[s], t * 1e3, stages[s].min() * 1e3, stages[s].max() * 1e3, stages[s].floor * 1e3,
-        t > 0 ? 100.0 * stages[s].floor / t : 0.0, t > 0 ? stages[s].flops / t / 1e12 : 0,
-        t > 0 ? stages[s].bytes / t / 1e9 : 0, link_bytes / 1e9, 100.0 * busy,
-        predicted_of(s) * 1e3);
-  }
-  const double total = stages[4].median();
-  std::printf("\npredicted %.4f s (%+.2f%% of measured)", planned.prediction.total_s,
-              total > 0 ? 100.0 * (planned.prediction.total_s - total) / total : 0.0);
-  if (planned.bound) {
-    std::printf("; T_lb %.4f s, measured %.3fx the bound", planned.bound->total_s,
-                planned.bound->total_s > 0 ? total / planned.bound->total_s : 0.0);
-  }
-  if (planned.on_path) {
-    const double t = planned.on_path->prediction.total_s;
-    std::printf(
-        "\npredicted %.4f s (%+.2f%% of measured) with copies at this host path's %.2f GB/s", t,
-        total > 0 ? 100.0 * (t - total) / total : 0.0, planned.on_path->bytes_per_s / 1e9);
-  }
-  if (planned.link_check) {
-    const double t = planned.link_check->prediction.total_s;
-    std::printf(
-        "\npredicted %.4f s (%+.2f%% of measured) with the link as found at open (copies %.3fx "
-        "the profile's)",
-        t, total > 0 ? 100.0 * (t - total) / total : 0.0, planned.link_check->factor);
-  }
-  std::printf("\nlink busy: %s\n", timeline
-                                       ? "copy-engine busy time from timing events / stage time"
-                                       : "streamed bytes / measured link peak / stage time");
-  if (decode_steps > 0) {
-    const double steps = static_cast<double>(decode_steps);
-    std::printf("decode step: %.3f ms, floor %.3f ms (%.2fx the floor)\n",
-                stages[2].median() / steps * 1e3, stages[2].floor / steps * 1e3,
-                stages[2].floor > 0 ? stages[2].median() / stages[2].floor : 0.0);
-  }
-  if (a.op_profile) print_profile(stdout, profile, static_cast<size_t>(a.op_profile_top));
+  bench_session(a, m, w, calls, limits, so, start, *backend, progress, say);
 }
 
 }  // namespace
@@ -479,7 +571,7 @@ void add_bench_command(CLI::App& app) {
       ->default_str(std::to_string(args->runs));
   add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed runs first")
       ->default_str(std::to_string(args->warmup));
-  add_workload_options(cmd, &args->workload);
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::reference);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   add_graphs_option(cmd, &args->graphs);
   cmd->add_flag("--op-profile", args->op_profile,

@@ -125,6 +125,70 @@ void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const Plann
   print_sweep(stdout, rows, weights);
 }
 
+// One budget's plan as `ferry plan` reports it: the report its two printers render.
+struct PlanReport {
+  const PlanArgs& a;
+  const ModelConfig& config;
+  const ModelWeights& weights;
+  const Workload& w;
+  const Backend& backend;
+  const PlanningContext& ctx;
+  const SessionPlan& sp;
+  std::optional<uint64_t> vram;
+  uint64_t fixed = 0;  // the budget's bytes besides weights
+};
+
+nlohmann::ordered_json plan_report_json(const PlanReport& r) {
+  const SessionPlan& sp = r.sp;
+  const std::optional<uint64_t>& vram = r.vram;
+  nlohmann::ordered_json j;
+  j["model"] = r.a.model;
+  j["architecture"] = architecture_name(r.config.arch);
+  j["backend"] = std::string(r.backend.name());
+  j["workload"] = workload_json(r.w);
+  j["profile"] = profile_summary(r.ctx.profile, r.w);
+  j["vram"] = vram ? nlohmann::ordered_json(*vram) : nlohmann::ordered_json();
+  j["fixed_bytes"] = r.fixed;
+  j["weight_budget"] =
+      vram ? nlohmann::ordered_json(*vram - std::min(*vram, r.fixed)) : nlohmann::ordered_json();
+  j["origin"] = sp.origin;
+  j["plan"] = plan_summary_json(sp.plan, r.weights, sp.memory);
+  j["prediction"] = prediction_json(sp.prediction);
+  if (sp.bound) j["lower_bound"] = bound_json(*sp.bound);
+  j["planner"] = {{"evaluations", sp.evaluations}, {"start_s", sp.start_s}};
+  if (!r.a.out.empty()) j["plan_file"] = r.a.out;
+  return j;
+}
+
+void print_plan_report(const PlanReport& r) {
+  const SessionPlan& sp = r.sp;
+  const std::optional<uint64_t>& vram = r.vram;
+  std::printf("ferry plan: %s (%s), %zu groups, %.2f GB of weights\n", r.a.model.c_str(),
+              architecture_name(r.config.arch), r.weights.groups.size(),
+              static_cast<double>(r.weights.total_bytes()) / 1e9);
+  std::printf("workload   %s\n", describe_workload(r.w, r.config).c_str());
+  print_profile_line(r.ctx.profile, r.w);
+  if (vram) {
+    std::printf("budget     %s: %s besides weights, %s for weights\n", binary_bytes(*vram).c_str(),
+                binary_bytes(r.fixed).c_str(),
+                binary_bytes(*vram - std::min(*vram, r.fixed)).c_str());
+  } else {
+    std::printf("budget     none: every group resident\n");
+  }
+  std::printf("origin     %s", sp.origin.c_str());
+  if (sp.evaluations > 0) {
+    std::printf(" (%lld predictions; best start %.4f s)", static_cast<long long>(sp.evaluations),
+                sp.start_s);
+  }
+  std::printf("\n");
+  print_plan(stdout, sp.plan, r.weights, sp.memory);
+  print_prediction(stdout, sp.prediction, sp.bound);
+  if (!r.a.out.empty()) {
+    std::printf("wrote      %s (ferry run --plan %s%s)\n", r.a.out.c_str(), r.a.out.c_str(),
+                vram ? (" --vram " + std::to_string(*vram)).c_str() : "");
+  }
+}
+
 void plan(const PlanArgs& a) {
   if (a.sweep_points < 2 || a.sweep_points > 1000)
     report.fail("--sweep-points must be in [2, 1000]");
@@ -160,50 +224,16 @@ void plan(const PlanArgs& a) {
   const std::optional<uint64_t> vram = report.check(resolve_vram(*backend, so));
   const SessionPlan sp = report.check(choose_plan(ctx, weights, so, vram));
   if (!a.out.empty()) report.check(write_file_atomic(a.out, plan_to_json(sp.plan, weights)));
-  const uint64_t fixed = ctx.fixed_bytes();
+  const PlanReport r{.a = a, .config = m.config, .weights = weights, .w = w,
+                     .backend = *backend, .ctx = ctx, .sp = sp, .vram = vram,
+                     .fixed = ctx.fixed_bytes()};
   if (a.json) {
-    nlohmann::ordered_json j;
-    j["model"] = a.model;
-    j["architecture"] = architecture_name(m.config.arch);
-    j["backend"] = std::string(backend->name());
-    j["workload"] = workload_json(w);
-    j["profile"] = profile_summary(ctx.profile, w);
-    j["vram"] = vram ? nlohmann::ordered_json(*vram) : nlohmann::ordered_json();
-    j["fixed_bytes"] = fixed;
-    j["weight_budget"] =
-        vram ? nlohmann::ordered_json(*vram - std::min(*vram, fixed)) : nlohmann::ordered_json();
-    j["origin"] = sp.origin;
-    j["plan"] = plan_summary_json(sp.plan, weights, sp.memory);
-    j["prediction"] = prediction_json(sp.prediction);
-    if (sp.bound) j["lower_bound"] = bound_json(*sp.bound);
-    j["planner"] = {{"evaluations", sp.evaluations}, {"start_s", sp.start_s}};
-    if (!a.out.empty()) j["plan_file"] = a.out;
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << plan_report_json(r).dump(-1, ' ', false,
+                                          nlohmann::json::error_handler_t::replace)
+              << '\n';
     return;
   }
-  std::printf("ferry plan: %s (%s), %zu groups, %.2f GB of weights\n", a.model.c_str(),
-              architecture_name(m.config.arch), weights.groups.size(),
-              static_cast<double>(weights.total_bytes()) / 1e9);
-  std::printf("workload   %s\n", describe_workload(w, m.config).c_str());
-  print_profile_line(ctx.profile, w);
-  if (vram) {
-    std::printf("budget     %s: %s besides weights, %s for weights\n", binary_bytes(*vram).c_str(),
-                binary_bytes(fixed).c_str(), binary_bytes(*vram - std::min(*vram, fixed)).c_str());
-  } else {
-    std::printf("budget     none: every group resident\n");
-  }
-  std::printf("origin     %s", sp.origin.c_str());
-  if (sp.evaluations > 0) {
-    std::printf(" (%lld predictions; best start %.4f s)", static_cast<long long>(sp.evaluations),
-                sp.start_s);
-  }
-  std::printf("\n");
-  print_plan(stdout, sp.plan, weights, sp.memory);
-  print_prediction(stdout, sp.prediction, sp.bound);
-  if (!a.out.empty()) {
-    std::printf("wrote      %s (ferry run --plan %s%s)\n", a.out.c_str(), a.out.c_str(),
-                vram ? (" --vram " + std::to_string(*vram)).c_str() : "");
-  }
+  print_plan_report(r);
 }
 
 }  // namespace
@@ -217,7 +247,7 @@ void add_plan_command(CLI::App& app) {
       ->required();
   cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
       ->check(not_empty());
-  add_workload_options(cmd, &args->workload);
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::reference);
   add_session_options(cmd, &args->session);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_option("--out", args->out, "Write the plan here (for `ferry run --plan`)")

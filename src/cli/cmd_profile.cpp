@@ -158,6 +158,124 @@ std::string run_map_pass(const ProfileArgs& a, const OpenModel& m, const Workloa
          std::to_string(a.map_runs) + " run" + (a.map_runs == 1 ? "" : "s") + ")";
 }
 
+// What `ferry profile` measured and wrote: the report its two printers render.
+struct ProfileReport {
+  const ProfileArgs& a;
+  const ModelConfig& config;
+  const ModelWeights& weights;
+  const Workload& w;
+  const Profile& p;
+  const GroupCopyTimes& copies;
+  const CallMeasurements& calls;
+  const Plan& plan;
+  const MemoryBudget& memory;
+  const std::string& second_pass;
+  const std::string& map_pass;
+  double pipeline_ratio = 1;
+  double dma_total = 0;                  // every group copied once
+  std::array<double, kPhaseCount> exe{};  // Σ C_EXE over the session's calls, by phase
+};
+
+nlohmann::ordered_json profile_summary_json(const ProfileReport& r) {
+  const Profile& p = r.p;
+  nlohmann::ordered_json j;
+  j["out"] = r.a.out;
+  j["device"] = p.device;
+  j["runs"] = p.runs;
+  j["groups"] = p.groups.size();
+  j["byte_path"] = p.byte_path;
+  j["link_bytes_per_s"] = p.link_bytes_per_s;
+  j["peak_flops"] = p.peak_flops;
+  j["memory_bandwidth_bytes_per_s"] = p.memory_bandwidth;
+  j["host"] = {{"sampling_s", p.host.sampling_s},
+               {"euler_s", p.host.euler_s},
+               {"launch_s", p.host.launch_s}};
+  if (p.host.inputs_s) j["host"]["inputs_s"] = *p.host.inputs_s;
+  for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
+    if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
+      j["host"]["stage_entry_s"][phase_name(ph)] = *t;
+    }
+    if (r.exe[phase_index(ph)] > 0) {
+      j["timing_event_s"][phase_name(ph)] = r.calls.event_s[phase_index(ph)];
+    }
+  }
+  j["all_copies_s"] = r.dma_total;
+  // Each timed pass's copies of every group: their spread is how far the link moved meanwhile.
+  j["copy_passes_s"] = r.copies.pass_s;
+  j["pipelined_copy_ratio"] = r.pipeline_ratio;
+  for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
+    if (r.exe[phase_index(ph)] > 0) j["compute_s"][phase_name(ph)] = r.exe[phase_index(ph)];
+  }
+  j["plan"] = plan_summary_json(r.plan, r.weights, r.memory);
+  j["second_pass"] = r.second_pass;
+  j["map_pass"] = r.map_pass;
+  int64_t mapped_groups = 0;
+  for (const GroupProfile& g : p.groups) {
+    mapped_groups += std::any_of(g.exe_mapped_s.begin(), g.exe_mapped_s.end(),
+                                 [](const auto& t) { return t.has_value(); });
+  }
+  j["mapped_groups"] = mapped_groups;
+  return j;
+}
+
+void print_profile_summary(const ProfileReport& r) {
+  const Profile& p = r.p;
+  const std::vector<double>& passes = r.copies.pass_s;
+  std::printf("ferry profile: %s on %s, %s, median of %d runs\n", r.a.model.c_str(),
+              p.device.c_str(), describe_workload(r.w, r.config).c_str(), r.a.runs);
+  std::printf(
+      "link       %.1f GB/s peak (%s); every group copied once: %.4f s (copies in the pipeline "
+      "take %.3fx their time alone)\n",
+      p.link_bytes_per_s / 1e9, p.byte_path.c_str(), r.dma_total, r.pipeline_ratio);
+  if (!passes.empty()) {
+    const auto [lo, hi] = std::minmax_element(passes.begin(), passes.end());
+    std::printf("           the %zu timed passes over every group: %.4f-%.4f s (%.2f%% apart)\n",
+                passes.size(), *lo, *hi, *lo > 0 ? 100.0 * (*hi - *lo) / *lo : 0.0);
+  }
+  std::printf("compute    BF16 GEMM %.3g TFLOP/s, device memory %.1f GB/s\n", p.peak_flops / 1e12,
+              p.memory_bandwidth / 1e9);
+  std::printf(
+      "calls      vision %.4f s, prefill %.4f s, decode %.4f s, expert %.4f s "
+      "(sums of C_EXE over the calls)\n",
+      r.exe[0], r.exe[1], r.exe[2], r.exe[3]);
+  std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
+              p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
+  std::string entries;
+  for (Phase ph : {Phase::prefill, Phase::decode, Phase::expert}) {
+    if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s %.1f us", entries.empty() ? "" : ", ", phase_name(ph),
+                    *t * 1e6);
+      entries += buf;
+    }
+  }
+  if (!entries.empty()) std::printf("           stage entries: %s\n", entries.c_str());
+  if (p.host.inputs_s) {
+    std::printf("           inputs uploaded before the first call: %.1f us\n",
+                *p.host.inputs_s * 1e6);
+  }
+  const std::array<double, kPhaseCount>& events = r.calls.event_s;
+  std::printf(
+      "events     %.2f / %.2f / %.2f / %.2f us taken off every vision / prefill / decode / "
+      "expert span (one timing event's cost)\n",
+      events[0] * 1e6, events[1] * 1e6, events[2] * 1e6, events[3] * 1e6);
+  std::printf("second pass %s\n", r.second_pass.c_str());
+  std::printf("map pass   %s\n", r.map_pass.c_str());
+  print_plan(stdout, r.plan, r.weights, r.memory);
+  std::printf("wrote      %s (%zu groups)\n", r.a.out.c_str(), p.groups.size());
+}
+
+// Every group's copy timed over a host tier of its own, closed before the session registers the
+// checkpoint again. `byte_path`: what the copies read, as the profile names it.
+GroupCopyTimes time_group_copies(const ProfileArgs& a, Backend& backend, const OpenModel& m,
+                                 const SessionOptions& so, Progress& progress,
+                                 std::string& byte_path) {
+  const HostTier tier = report.check(HostTier::open(backend, m.checkpoint, so.host_path));
+  byte_path = byte_path_of(backend, tier);
+  progress.stage("timing the copy of every group");
+  return report.check(measure_group_copies(backend, m.weights, tier, a.runs));
+}
+
 void profile(const ProfileArgs& a) {
   const OpenModel m = report.check(open_model(a.model));
   const ModelWeights& weights = m.weights;
@@ -174,15 +292,8 @@ void profile(const ProfileArgs& a) {
     limits = report.check(measure_machine_limits(*backend, *stream));
   }
   so.rates = measured_machine_rates(*backend, limits);
-  GroupCopyTimes copies;
   std::string byte_path;
-  {
-    // A tier of its own, closed before the session registers the checkpoint again.
-    const HostTier tier = report.check(HostTier::open(*backend, m.checkpoint, so.host_path));
-    byte_path = byte_path_of(*backend, tier);
-    progress->stage("timing the copy of every group");
-    copies = report.check(measure_group_copies(*backend, weights, tier, a.runs));
-  }
+  const GroupCopyTimes copies = time_group_copies(a, *backend, m, so, *progress, byte_path);
   progress->stage("loading weights");
   std::unique_ptr<Session> session =
       report.check(Session::open(*backend, m.config, weights, m.checkpoint, w, so));
@@ -209,97 +320,22 @@ void profile(const ProfileArgs& a) {
     report.check(
         write_file_atomic(a.timeline_out, timelines_json(calls.timelines, weights).dump()));
   }
-
-  double dma_total = 0;
-  for (const GroupProfile& g : p.groups) dma_total += g.dma_s;
-  std::array<double, kPhaseCount> exe{};
+  ProfileReport r{.a = a, .config = m.config, .weights = weights, .w = w, .p = p,
+                  .copies = copies, .calls = calls, .plan = plan, .memory = memory,
+                  .second_pass = second_pass, .map_pass = map_pass,
+                  .pipeline_ratio = pipeline_ratio};
+  for (const GroupProfile& g : p.groups) r.dma_total += g.dma_s;
   for (const Call& c : session_calls) {
     const GroupProfile& g = p.groups[static_cast<size_t>(c.group)];
-    exe[phase_index(c.phase)] += g.exe_s[phase_index(c.phase)].value_or(0);
+    r.exe[phase_index(c.phase)] += g.exe_s[phase_index(c.phase)].value_or(0);
   }
   if (a.json) {
-    nlohmann::ordered_json j;
-    j["out"] = a.out;
-    j["device"] = p.device;
-    j["runs"] = p.runs;
-    j["groups"] = p.groups.size();
-    j["byte_path"] = p.byte_path;
-    j["link_bytes_per_s"] = p.link_bytes_per_s;
-    j["peak_flops"] = p.peak_flops;
-    j["memory_bandwidth_bytes_per_s"] = p.memory_bandwidth;
-    j["host"] = {{"sampling_s", p.host.sampling_s},
-                 {"euler_s", p.host.euler_s},
-                 {"launch_s", p.host.launch_s}};
-    if (p.host.inputs_s) j["host"]["inputs_s"] = *p.host.inputs_s;
-    for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
-      if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
-        j["host"]["stage_entry_s"][phase_name(ph)] = *t;
-      }
-      if (exe[phase_index(ph)] > 0) {
-        j["timing_event_s"][phase_name(ph)] = calls.event_s[phase_index(ph)];
-      }
-    }
-    j["all_copies_s"] = dma_total;
-    // Each timed pass's copies of every group: their spread is how far the link moved meanwhile.
-    j["copy_passes_s"] = copies.pass_s;
-    j["pipelined_copy_ratio"] = pipeline_ratio;
-    for (Phase ph : {Phase::vision, Phase::prefill, Phase::decode, Phase::expert}) {
-      if (exe[phase_index(ph)] > 0) j["compute_s"][phase_name(ph)] = exe[phase_index(ph)];
-    }
-    j["plan"] = plan_summary_json(plan, weights, memory);
-    j["second_pass"] = second_pass;
-    j["map_pass"] = map_pass;
-    int64_t mapped_groups = 0;
-    for (const GroupProfile& g : p.groups) {
-      mapped_groups += std::any_of(g.exe_mapped_s.begin(), g.exe_mapped_s.end(),
-                                   [](const auto& t) { return t.has_value(); });
-    }
-    j["mapped_groups"] = mapped_groups;
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    std::cout << profile_summary_json(r).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace)
+              << '\n';
     return;
   }
-  std::printf("ferry profile: %s on %s, %s, median of %d runs\n", a.model.c_str(), p.device.c_str(),
-              describe_workload(w, m.config).c_str(), a.runs);
-  std::printf(
-      "link       %.1f GB/s peak (%s); every group copied once: %.4f s (copies in the pipeline "
-      "take %.3fx their time alone)\n",
-      p.link_bytes_per_s / 1e9, p.byte_path.c_str(), dma_total, pipeline_ratio);
-  if (!copies.pass_s.empty()) {
-    const auto [lo, hi] = std::minmax_element(copies.pass_s.begin(), copies.pass_s.end());
-    std::printf("           the %zu timed passes over every group: %.4f-%.4f s (%.2f%% apart)\n",
-                copies.pass_s.size(), *lo, *hi, *lo > 0 ? 100.0 * (*hi - *lo) / *lo : 0.0);
-  }
-  std::printf("compute    BF16 GEMM %.3g TFLOP/s, device memory %.1f GB/s\n", p.peak_flops / 1e12,
-              p.memory_bandwidth / 1e9);
-  std::printf(
-      "calls      vision %.4f s, prefill %.4f s, decode %.4f s, expert %.4f s "
-      "(sums of C_EXE over the calls)\n",
-      exe[0], exe[1], exe[2], exe[3]);
-  std::printf("host       sampling %.1f us, Euler %.1f us, launch %.2f us per call\n",
-              p.host.sampling_s * 1e6, p.host.euler_s * 1e6, p.host.launch_s * 1e6);
-  std::string entries;
-  for (Phase ph : {Phase::prefill, Phase::decode, Phase::expert}) {
-    if (const auto& t = p.host.stage_entry_s[phase_index(ph)]) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%s%s %.1f us", entries.empty() ? "" : ", ", phase_name(ph),
-                    *t * 1e6);
-      entries += buf;
-    }
-  }
-  if (!entries.empty()) std::printf("           stage entries: %s\n", entries.c_str());
-  if (p.host.inputs_s) {
-    std::printf("           inputs uploaded before the first call: %.1f us\n",
-                *p.host.inputs_s * 1e6);
-  }
-  std::printf(
-      "events     %.2f / %.2f / %.2f / %.2f us taken off every vision / prefill / decode / "
-      "expert span (one timing event's cost)\n",
-      calls.event_s[0] * 1e6, calls.event_s[1] * 1e6, calls.event_s[2] * 1e6,
-      calls.event_s[3] * 1e6);
-  std::printf("second pass %s\n", second_pass.c_str());
-  std::printf("map pass   %s\n", map_pass.c_str());
-  print_plan(stdout, plan, weights, memory);
-  std::printf("wrote      %s (%zu groups)\n", a.out.c_str(), p.groups.size());
+  print_profile_summary(r);
 }
 
 }  // namespace
@@ -321,7 +357,7 @@ void add_profile_command(CLI::App& app) {
       ->default_str(std::to_string(args->runs));
   add_int_option(cmd, "--warmup", &args->warmup, 0, 100, "Untimed inferences first")
       ->default_str(std::to_string(args->warmup));
-  add_workload_options(cmd, &args->workload);
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::reference);
   add_session_options(cmd, &args->session);
   cmd->add_flag("!--no-second-pass", args->second_pass,
                 "Skip the second pass: the plan in sequential mode, timing every call with the "

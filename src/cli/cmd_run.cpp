@@ -23,6 +23,7 @@
 #include "api/session_args.h"
 #include "cli/session_flags.h"
 #include "cli/start_report.h"
+#include "cli/workload_args.h"
 #include "core/interrupt.h"
 #include "core/units.h"
 #include "measure/peak_sampler.h"
@@ -41,11 +42,7 @@ namespace {
 struct RunArgs {
   std::string model;
   std::string backend;
-  std::optional<int64_t> images;
-  std::string image_size;
-  std::optional<int64_t> prompt_tokens;
-  int64_t tokens = 8;
-  std::optional<int64_t> steps;
+  WorkloadArgs workload;
   uint64_t seed = 0;
   bool greedy = false;
   std::optional<float> temperature;
@@ -60,7 +57,6 @@ struct RunArgs {
   RealInputFlags real;
   std::optional<int64_t> max_tokens;
   bool no_thinking = false;
-  bool tokens_given = false;
   std::string trajectory;
   std::string picture;
 };
@@ -73,45 +69,12 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
-// Tiny-friendly defaults: the real models get the reference workload's image size.
-Workload make_workload(const RunArgs& a, const ModelConfig& config) {
-  Workload w;
-  const Qwen3VLConfig* vlm = config.vlm();
-  w.num_images = a.images.value_or(vlm != nullptr ? 2 : 0);
-  if (vlm != nullptr) {
-    const bool tiny = vlm->vision.hidden_size < 512;
-    w.image_height = tiny ? 128 : 320;
-    w.image_width = tiny ? 192 : 576;
-  }
-  report.check(check_flag_applies(config, "--images", a.images.has_value(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--image-size", !a.image_size.empty(), FlagNeeds::vision));
-  report.check(
-      check_flag_applies(config, "--steps", a.steps.has_value(), FlagNeeds::action_expert));
-  if (!a.image_size.empty()) {
-    long long h = 0, wd = 0;
-    char x = 0;
-    std::istringstream in(a.image_size);
-    if (!(in >> h >> x >> wd) || (x != 'x' && x != 'X') || !in.eof()) {
-      report.fail("--image-size: expected HxW, e.g. 320x576, got " + a.image_size);
-    }
-    w.image_height = h;
-    w.image_width = wd;
-  }
-  // Default prompt: the image tokens plus ~100 text tokens (64 for a text-only model). A prompt
-  // given shorter than its fixed parts is an error, not silently lengthened.
-  w.prompt_tokens = report.check(prompt_tokens_flag(
-      config, w, a.prompt_tokens, vlm != nullptr ? image_tokens(w, config) + 120 : 64));
-  w.gen_tokens = a.tokens;
-  return w;
-}
-
 // What synthetic and real runs share: flow steps, seed, sampling. Synthetic runs are greedy
 // unless --temperature or --top-p is given; Alpamayo-R1 on real inputs samples as the official
 // code does (temperature 0.6, top-p 0.98) unless --greedy.
 void apply_settings(const RunArgs& a, const ModelConfig& config, bool real, Workload& w) {
   if (const AlpamayoConfig* ar = config.alpamayo()) {
-    w.flow_steps = a.steps.value_or(ar->diffusion.num_inference_steps);
+    w.flow_steps = a.workload.steps.value_or(ar->diffusion.num_inference_steps);
   }
   w.seed = a.seed;
   const bool samples_by_default = real && config.alpamayo() != nullptr;
@@ -129,10 +92,10 @@ void check_input_flags(const RunArgs& a, const ModelConfig& config) {
                   " shapes a synthetic workload; real inputs (--frames, --prompt) set it");
     }
   };
-  refuse(a.images.has_value(), "--images");
-  refuse(!a.image_size.empty(), "--image-size");
-  refuse(a.prompt_tokens.has_value(), "--prompt-tokens");
-  refuse(a.tokens_given, "--tokens (use --max-tokens)");
+  refuse(a.workload.images.has_value(), "--images");
+  refuse(a.workload.image_size.has_value(), "--image-size");
+  refuse(a.workload.prompt_tokens.has_value(), "--prompt-tokens");
+  refuse(a.workload.tokens.has_value(), "--tokens (use --max-tokens)");
   if (!real && a.no_thinking) report.fail("--no-thinking goes with --prompt");
   if (!real && a.max_tokens) {
     report.fail(
@@ -198,15 +161,10 @@ void dump_logits(const std::string& path, const InferenceResult& r) {
                 {static_cast<int64_t>(1 + r.step_logits.size()), static_cast<int64_t>(vocab)}));
 }
 
-void run(const RunArgs& a) {
-  StartTimes start;  // process start to the first inference ready
-  start.before_main_s = seconds_before_main();
-  double lap = seconds_since_process_start();
-  const ModelConfig config = report.check(load_config(a.model));
-  const ModelWeights weights = report.check(describe_weights(config));
-  start.config_s = seconds_since_process_start() - lap;
-  check_input_flags(a, config);
-  std::optional<RealInputs> real;
+// The workload: the real inputs' (loaded into `real`) or the synthetic one the flags shape, with
+// flow steps, seed and sampling applied. Validated.
+Workload run_workload(const RunArgs& a, const ModelConfig& config,
+                      std::optional<RealInputs>& real) {
   Workload w;
   if (a.real.any()) {
     RealInputFlags flags = a.real;
@@ -215,50 +173,40 @@ void run(const RunArgs& a) {
     real.emplace(report.check(load_real_inputs(a.model, config, flags)));
     w = real->workload;
   } else {
-    w = make_workload(a, config);
+    w = report.check(make_workload(a.workload, config, WorkloadDefaults::quick));
   }
   apply_settings(a, config, real.has_value(), w);
   report.check(validate_workload(w, config));
-  const std::vector<Call> calls = report.check(call_sequence(weights, config, w));
-  InferenceOptions opts;
-  opts.keep_all_logits = !a.dump_logits.empty();
-  opts.keep_inputs = !a.dump_inputs.empty();
-  opts.exec.graphs = a.graphs;
-  const SessionOptions so = report.check(session_options(a.session, weights, opts));
-  if (a.dry_run) {
-    std::unique_ptr<Backend> backend =
-        report.check(backend_from_flag(a.backend, a.session.check_streams));
-    // The runtime's share as it stands now (no checkpoint is opened: the host tier is assumed to
-    // register, as it does on Linux with CUDA).
-    const std::optional<uint64_t> held = backend->driver_device_bytes();
-    const uint64_t runtime = held ? *held + kRuntimeMarginBytes : 0;
-    auto planned =
-        report.check(plan_session(*backend, config, weights, w, so, runtime, /*in_place=*/true));
-    std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
-              << weights.groups.size() << " groups, " << weights.total_bytes() << " bytes\n"
-              << "workload: images " << w.num_images << " (" << w.image_height << "x"
-              << w.image_width << "), prompt " << w.prompt_tokens << " tokens, generate "
-              << w.gen_tokens << ", flow steps " << w.flow_steps << ", seed " << w.seed << "\n"
-              << format_call_sequence(calls, weights) << std::flush;
-    print_plan(stdout, planned.first, weights, planned.second);
-    return;
-  }
-  lap = seconds_since_process_start();
-  const Checkpoint ckpt = report.check(Checkpoint::open(a.model));
-  report.check(check_checkpoint_dtypes(config, weights, ckpt));
-  report.check(check_runnable_dtypes(weights));
-  report.check(bind_checkpoint(weights, ckpt));
-  start.checkpoint_s = seconds_since_process_start() - lap;
+  return w;
+}
+
+// --dry-run: the call sequence and the plan with its memory; no checkpoint is opened.
+void dry_run(const RunArgs& a, const ModelDescription& model, const Workload& w,
+             const std::vector<Call>& calls, const SessionOptions& so) {
+  const ModelConfig& config = model.config;
+  const ModelWeights& weights = model.weights;
   std::unique_ptr<Backend> backend =
-      report.check(backend_from_flag(a.backend, a.session.check_streams, start));
-  PeakSampler sampler(*backend);
-  std::optional<Progress> progress(std::in_place, "run", !a.quiet);
-  progress->stage("loading weights");
-  std::unique_ptr<Session> session =
-      report.check(Session::open(*backend, config, weights, ckpt, w, so));
-  start.take_session(session->start_times());
-  start.total_s = seconds_since_process_start();
-  progress->stage("");
+      report.check(backend_from_flag(a.backend, a.session.check_streams));
+  // The runtime's share as it stands now (no checkpoint is opened: the host tier is assumed to
+  // register, as it does on Linux with CUDA).
+  const std::optional<uint64_t> held = backend->driver_device_bytes();
+  const uint64_t runtime = held ? *held + kRuntimeMarginBytes : 0;
+  auto planned =
+      report.check(plan_session(*backend, config, weights, w, so, runtime, /*in_place=*/true));
+  std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
+            << weights.groups.size() << " groups, " << weights.total_bytes() << " bytes\n"
+            << "workload: images " << w.num_images << " (" << w.image_height << "x"
+            << w.image_width << "), prompt " << w.prompt_tokens << " tokens, generate "
+            << w.gen_tokens << ", flow steps " << w.flow_steps << ", seed " << w.seed << "\n"
+            << format_call_sequence(calls, weights) << std::flush;
+  print_plan(stdout, planned.first, weights, planned.second);
+}
+
+// The inference, real inputs set first (their text printed as it is generated, unless --json);
+// the progress line is gone before the results. `text`: what real inputs generated.
+InferenceResult infer(const RunArgs& a, Session& session, const Checkpoint& ckpt,
+                      std::optional<RealInputs>& real, std::optional<Progress>& progress,
+                      std::optional<GeneratedText>& text) {
   std::optional<TextPrinter> printer;
   StopRule stop;
   if (real) {
@@ -272,14 +220,19 @@ void run(const RunArgs& a) {
         printer->push(id);
       };
     }
-    report.check(session->set_inputs(std::move(inputs)));
+    report.check(session.set_inputs(std::move(inputs)));
   }
-  ProgressProvider tracked(session->provider(), *progress);
-  const InferenceResult r = report.check(name_damage(session->run(&tracked), ckpt));
+  ProgressProvider tracked(session.provider(), *progress);
+  InferenceResult r = report.check(name_damage(session.run(&tracked), ckpt));
   progress.reset();  // its line is cleared before the results
   if (printer) printer->finish();
-  std::optional<GeneratedText> text;
   if (real) text = report.check(generated_text(real->tokenizer, stop, r));
+  return r;
+}
+
+// The files the flags ask for: dumps, trajectory, picture.
+void write_outputs(const RunArgs& a, const ModelConfig& config,
+                   const std::optional<RealInputs>& real, const InferenceResult& r) {
   {
     InterruptScope interruptible;  // a signal stops the dumps between files, none half-written
     if (!a.dump_inputs.empty()) dump_inputs(a.dump_inputs, r);
@@ -290,67 +243,97 @@ void run(const RunArgs& a) {
     if (!a.picture.empty()) report.check(write_picture(a.picture, *real->scene, r));
   }
   report.check(check_interrupt(" after the dumps were written"));
-  const MemoryLedger ledger = backend->ledger();
-  const std::optional<uint64_t> outside = sampler.peak();
-  const StreamingStats& st = session->streaming();
+}
 
-  const PhaseTimes& t = r.times;
-  auto rate = [](double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; };
-  const double prefill_tps = rate(static_cast<double>(r.prompt.size()), t.of(Phase::prefill));
-  const double decode_tps = rate(static_cast<double>(r.decode_steps), t.of(Phase::decode));
-  const double load_gbps =
-      rate(static_cast<double>(st.resident_bytes) / 1e9, st.resident_load_seconds);
-  if (a.json) {
-    nlohmann::json j;
-    j["model"] = architecture_name(config.arch);
-    j["backend"] = std::string(backend->name());
-    j["prompt_tokens"] = r.prompt.size();
-    j["tokens"] = r.tokens;
-    if (text) {
-      j["text"] = text->text;
-      j["stop"] = text->stop;
-      if (config.alpamayo() != nullptr) j["reasoning"] = text->reasoning;
-    }
-    j["logits_hash"] = hex64(r.logits_hash);
-    j["prefill_logits_hash"] = hex64(r.prefill_logits_hash);
-    j["weights_bytes"] = weights.total_bytes();
-    j["load_s"] = st.resident_load_seconds;
-    j["open_s"] = session->open_seconds();
-    j["plan"] = plan_summary_json(session->plan(), weights, session->memory());
-    j["host_path"] = session->tier().how();
-    j["host_register_s"] = session->tier().register_seconds();
-    j["host_rate"] = host_rate_json(*session);
-    j["start"] = start_json(start);
-    j["streamed_bytes"] = st.bytes_copied;
-    j["streamed_groups"] = st.group_copies;
-    j["device_peak_bytes"] = {{"ferry_books", ledger.peak},
-                              {"reserved", ledger.reserved},
-                              {"outside", outside ? nlohmann::json(*outside) : nlohmann::json()},
-                              {"outside_method", backend->driver_device_bytes_method()}};
-    j["time_s"] = {{"vision", t.of(Phase::vision)},
-                   {"prefill", t.of(Phase::prefill)},
-                   {"decode", t.of(Phase::decode)},
-                   {"expert", t.of(Phase::expert)},
-                   {"total", t.total_seconds}};
-    j["prefill_tokens_per_s"] = prefill_tps;
-    j["decode_tokens_per_s"] = decode_tps;
-    if (config.alpamayo() != nullptr) {
-      j["actions_hash"] = hex64(r.actions_hash);
-      j["actions"] = r.actions;
-      j["trajectory_xyz"] = r.trajectory_xyz;
-      j["trajectory_yaw"] = r.trajectory_yaw;
-    }
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    return;
+// What one run gave: the report its two printers render. The backend and the session are the
+// command's, alive while it prints.
+struct RunReport {
+  const RunArgs& a;
+  const ModelConfig& config;
+  const ModelWeights& weights;
+  const Backend& backend;
+  const Session& session;
+  const StartTimes& start;
+  const InferenceResult& r;
+  const std::optional<GeneratedText>& text;
+  MemoryLedger ledger{};
+  std::optional<uint64_t> outside{};  // the driver's peak, seen from outside
+
+  const StreamingStats& st() const { return session.streaming(); }
+  static double rate(double count, double seconds) { return seconds > 0 ? count / seconds : 0.0; }
+  double prefill_tps() const {
+    return rate(static_cast<double>(r.prompt.size()), r.times.of(Phase::prefill));
   }
-  std::printf("model      %s (%s), backend %s (%s)\n", architecture_name(config.arch),
-              a.model.c_str(), std::string(backend->name()).c_str(), backend->info().name.c_str());
+  double decode_tps() const {
+    return rate(static_cast<double>(r.decode_steps), r.times.of(Phase::decode));
+  }
+  double load_gbps() const {
+    return rate(static_cast<double>(st().resident_bytes) / 1e9, st().resident_load_seconds);
+  }
+};
+
+nlohmann::json run_json(const RunReport& rep) {
+  const InferenceResult& r = rep.r;
+  const Session& session = rep.session;
+  const StreamingStats& st = rep.st();
+  const PhaseTimes& t = r.times;
+  nlohmann::json j;
+  j["model"] = architecture_name(rep.config.arch);
+  j["backend"] = std::string(rep.backend.name());
+  j["prompt_tokens"] = r.prompt.size();
+  j["tokens"] = r.tokens;
+  if (rep.text) {
+    j["text"] = rep.text->text;
+    j["stop"] = rep.text->stop;
+    if (rep.config.alpamayo() != nullptr) j["reasoning"] = rep.text->reasoning;
+  }
+  j["logits_hash"] = hex64(r.logits_hash);
+  j["prefill_logits_hash"] = hex64(r.prefill_logits_hash);
+  j["weights_bytes"] = rep.weights.total_bytes();
+  j["load_s"] = st.resident_load_seconds;
+  j["open_s"] = session.open_seconds();
+  j["plan"] = plan_summary_json(session.plan(), rep.weights, session.memory());
+  j["host_path"] = session.tier().how();
+  j["host_register_s"] = session.tier().register_seconds();
+  j["host_rate"] = host_rate_json(session);
+  j["start"] = start_json(rep.start);
+  j["streamed_bytes"] = st.bytes_copied;
+  j["streamed_groups"] = st.group_copies;
+  j["device_peak_bytes"] = {
+      {"ferry_books", rep.ledger.peak},
+      {"reserved", rep.ledger.reserved},
+      {"outside", rep.outside ? nlohmann::json(*rep.outside) : nlohmann::json()},
+      {"outside_method", rep.backend.driver_device_bytes_method()}};
+  j["time_s"] = {{"vision", t.of(Phase::vision)},
+                 {"prefill", t.of(Phase::prefill)},
+                 {"decode", t.of(Phase::decode)},
+                 {"expert", t.of(Phase::expert)},
+                 {"total", t.total_seconds}};
+  j["prefill_tokens_per_s"] = rep.prefill_tps();
+  j["decode_tokens_per_s"] = rep.decode_tps();
+  if (rep.config.alpamayo() != nullptr) {
+    j["actions_hash"] = hex64(r.actions_hash);
+    j["actions"] = r.actions;
+    j["trajectory_xyz"] = r.trajectory_xyz;
+    j["trajectory_yaw"] = r.trajectory_yaw;
+  }
+  return j;
+}
+
+// The lines about the model, the weights, the host path, the start, the plan and memory.
+void print_run_setup(const RunReport& rep) {
+  const Session& session = rep.session;
+  const StreamingStats& st = rep.st();
+  const MemoryLedger& ledger = rep.ledger;
+  std::printf("model      %s (%s), backend %s (%s)\n", architecture_name(rep.config.arch),
+              rep.a.model.c_str(), std::string(rep.backend.name()).c_str(),
+              rep.backend.info().name.c_str());
   std::printf("weights    %.1f MB resident, loaded in %.3f s (%.2f GB/s); host tier: %s\n",
-              static_cast<double>(st.resident_bytes) / 1e6, st.resident_load_seconds, load_gbps,
-              session->tier().how().c_str());
-  std::printf("host path  %s\n", host_rate_text(*session).c_str());
-  std::printf("start      %s\n", start_text(start).c_str());
-  print_plan(stdout, session->plan(), weights, session->memory());
+              static_cast<double>(st.resident_bytes) / 1e6, st.resident_load_seconds,
+              rep.load_gbps(), session.tier().how().c_str());
+  std::printf("host path  %s\n", host_rate_text(session).c_str());
+  std::printf("start      %s\n", start_text(rep.start).c_str());
+  print_plan(stdout, session.plan(), rep.weights, session.memory());
   if (st.group_copies > 0) {
     std::printf("streamed   %.1f MB in %lld group copies\n",
                 static_cast<double>(st.bytes_copied) / 1e6,
@@ -358,20 +341,26 @@ void run(const RunArgs& a) {
   }
   std::printf("device     peak %s in ferry's books", binary_bytes(ledger.peak).c_str());
   if (ledger.reserved > 0) std::printf(" (of a %s region)", binary_bytes(ledger.reserved).c_str());
-  if (outside) {
-    std::printf(", %s seen by the driver (%s)", binary_bytes(*outside).c_str(),
-                backend->driver_device_bytes_method().c_str());
+  if (rep.outside) {
+    std::printf(", %s seen by the driver (%s)", binary_bytes(*rep.outside).c_str(),
+                rep.backend.driver_device_bytes_method().c_str());
   }
   std::printf("\n");
+}
+
+// The lines about what the inference gave: tokens, hashes, the trajectory, files, times.
+void print_run_results(const RunReport& rep) {
+  const RunArgs& a = rep.a;
+  const InferenceResult& r = rep.r;
   std::printf("prompt     %zu tokens (rope delta %" PRId64 ")\n", r.prompt.size(), r.rope_delta);
-  if (text) {
-    std::printf("generated  %zu tokens, stopped at %s\n", r.tokens.size(), text->stop.c_str());
+  if (rep.text) {
+    std::printf("generated  %zu tokens, stopped at %s\n", r.tokens.size(), rep.text->stop.c_str());
   } else {
     std::printf("generated  %s\n", join(r.tokens).c_str());
   }
   std::printf("logits     last %s, prefill %s (FNV-1a 64 of bf16 logits)\n",
               hex64(r.logits_hash).c_str(), hex64(r.prefill_logits_hash).c_str());
-  if (config.alpamayo() != nullptr && !r.trajectory_xyz.empty()) {
+  if (rep.config.alpamayo() != nullptr && !r.trajectory_xyz.empty()) {
     std::printf("actions    %s (FNV-1a 64 of f32), expert sees %" PRId64 " cache rows\n",
                 hex64(r.actions_hash).c_str(), r.expert_offset);
     std::printf("trajectory %zu waypoints (x, y, z m) at", r.trajectory_xyz.size());
@@ -384,11 +373,63 @@ void run(const RunArgs& a) {
   }
   if (!a.trajectory.empty()) std::printf("wrote      %s\n", a.trajectory.c_str());
   if (!a.picture.empty()) std::printf("wrote      %s\n", a.picture.c_str());
+  const PhaseTimes& t = r.times;
   std::printf(
       "time       vision %.3f s, prefill %.3f s, decode %.3f s, expert %.3f s, total %.3f s\n",
       t.of(Phase::vision), t.of(Phase::prefill), t.of(Phase::decode), t.of(Phase::expert),
       t.total_seconds);
-  std::printf("rates      prefill %.1f tokens/s, decode %.1f tokens/s\n", prefill_tps, decode_tps);
+  std::printf("rates      prefill %.1f tokens/s, decode %.1f tokens/s\n", rep.prefill_tps(),
+              rep.decode_tps());
+}
+
+// The checkpoint opened, a session under the budget, one inference, its files, then the report.
+void run_session(const RunArgs& a, const OpenModel& m, const Workload& w,
+                 const SessionOptions& so, StartTimes& start, std::optional<RealInputs>& real) {
+  std::unique_ptr<Backend> backend =
+      report.check(backend_from_flag(a.backend, a.session.check_streams, start));
+  PeakSampler sampler(*backend);
+  std::optional<Progress> progress(std::in_place, "run", !a.quiet);
+  progress->stage("loading weights");
+  std::unique_ptr<Session> session =
+      report.check(Session::open(*backend, m.config, m.weights, m.checkpoint, w, so));
+  start.take_session(session->start_times());
+  start.total_s = seconds_since_process_start();
+  progress->stage("");
+  std::optional<GeneratedText> text;
+  const InferenceResult r = infer(a, *session, m.checkpoint, real, progress, text);
+  write_outputs(a, m.config, real, r);
+  RunReport rep{.a = a, .config = m.config, .weights = m.weights, .backend = *backend,
+                .session = *session, .start = start, .r = r, .text = text};
+  rep.ledger = backend->ledger();
+  rep.outside = sampler.peak();
+  if (a.json) {
+    std::cout << run_json(rep).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
+    return;
+  }
+  print_run_setup(rep);
+  print_run_results(rep);
+}
+
+void run(const RunArgs& a) {
+  StartTimes start;  // process start to the first inference ready
+  start.before_main_s = seconds_before_main();
+  ModelDescription model = report.check(describe_model(a.model, &start));
+  check_input_flags(a, model.config);
+  std::optional<RealInputs> real;
+  const Workload w = run_workload(a, model.config, real);
+  const std::vector<Call> calls = report.check(call_sequence(model.weights, model.config, w));
+  InferenceOptions opts;
+  opts.keep_all_logits = !a.dump_logits.empty();
+  opts.keep_inputs = !a.dump_inputs.empty();
+  opts.exec.graphs = a.graphs;
+  const SessionOptions so = report.check(session_options(a.session, model.weights, opts));
+  if (a.dry_run) {
+    dry_run(a, model, w, calls, so);
+    return;
+  }
+  const OpenModel m = report.check(open_checkpoint(a.model, std::move(model), &start));
+  run_session(a, m, w, so, start, real);
 }
 
 }  // namespace
@@ -404,15 +445,7 @@ void add_run_command(CLI::App& app) {
       ->required();
   cmd->add_option("--backend", args->backend, "cpu or cuda (default: cuda when available)")
       ->check(not_empty());
-  add_int_option(cmd, "--images", &args->images, 0, kMaxImages, "Number of images (vision models)");
-  cmd->add_option("--image-size", args->image_size, "HxW in pixels, multiples of 32")
-      ->check(not_empty());
-  add_int_option(cmd, "--prompt-tokens", &args->prompt_tokens, 1, kMaxSequence,
-                 "Total prompt length (text + image)");
-  add_int_option(cmd, "--tokens", &args->tokens, 1, kMaxSequence,
-                 "Tokens a synthetic run generates")
-      ->default_str(std::to_string(args->tokens));
-  add_int_option(cmd, "--steps", &args->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
+  add_workload_options(cmd, &args->workload, WorkloadDefaults::quick);
   add_uint_option(cmd, "--seed", &args->seed, "Seed for every synthetic input")->default_str("0");
   auto* greedy = cmd->add_flag("--greedy", args->greedy,
                                "Argmax decoding (the default, except for Alpamayo-R1 on real "
@@ -463,10 +496,7 @@ void add_run_command(CLI::App& app) {
                   "Write input_ids, position_ids, generated_ids (and pixel_values, "
                   "image_grid_thw) as .npy into this folder")
       ->check(not_empty());
-  cmd->callback([args, cmd] {
-    args->tokens_given = cmd->count("--tokens") > 0;
-    run(*args);
-  });
+  cmd->callback([args] { run(*args); });
 }
 
 }  // namespace ferry::cli

@@ -26,8 +26,8 @@ class BenchProfileCli : public ::testing::Test {
 
   testing::CliRun bench(const std::string& args) {
     return testing::run_ferry("bench --model " + dir_ +
-                              " --backend cpu --runs 1 --warmup 0 --images 1 --image-height 64 "
-                              "--image-width 64 --prompt-tokens 90 --tokens 3 --steps 2 " +
+                              " --backend cpu --runs 1 --warmup 0 --images 1 --image-size 64x64 "
+                              "--prompt-tokens 90 --tokens 3 --steps 2 " +
                               args);
   }
 

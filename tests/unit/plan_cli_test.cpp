@@ -20,10 +20,8 @@
 namespace ferry {
 namespace {
 
-// The same small workload for every command (plan's flags and run's spell it differently).
+// The same small workload for every command, spelled by the same flags.
 const std::string kWorkload =
-    " --images 1 --image-height 64 --image-width 64 --prompt-tokens 90 --tokens 3 --steps 2";
-const std::string kRunWorkload =
     " --images 1 --image-size 64x64 --prompt-tokens 90 --tokens 3 --steps 2";
 
 std::string slurp(const std::string& path) {
@@ -64,7 +62,7 @@ class PlanCli : public ::testing::Test {
     return 0;
   }
   void expect_all_resident_outputs(const nlohmann::json& got) {
-    const nlohmann::json want = ok_json("run" + model() + kRunWorkload + " --json");
+    const nlohmann::json want = ok_json("run" + model() + kWorkload + " --json");
     for (const char* key : {"tokens", "logits_hash", "prefill_logits_hash", "actions_hash"}) {
       EXPECT_EQ(got[key], want[key]) << key;
     }
@@ -89,13 +87,13 @@ TEST_F(PlanCli, APlannedRunGivesTheAllResidentBytes) {
   EXPECT_LE(p["lower_bound"]["total_s"].get<double>(), predicted * (1 + 1e-9));
   ASSERT_TRUE(std::filesystem::exists(file("plan.json")));
 
-  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + v + " --plan " +
+  const nlohmann::json run = ok_json("run" + model() + kWorkload + v + " --plan " +
                                      file("plan.json") + " --json --check-streams");
   EXPECT_GT(run["streamed_bytes"].get<uint64_t>(), 0u);
   EXPECT_EQ(run["plan"]["resident"], p["plan"]["resident"]);
   expect_all_resident_outputs(run);
   // Without the file, the session's own planner makes the same plan at the same budget.
-  const nlohmann::json planned = ok_json("run" + model() + kRunWorkload + v + " --json");
+  const nlohmann::json planned = ok_json("run" + model() + kWorkload + v + " --json");
   EXPECT_EQ(planned["plan"]["resident"], p["plan"]["resident"]);
   EXPECT_EQ(planned["plan"]["slots"], p["plan"]["slots"]);
 }
@@ -154,7 +152,7 @@ TEST_F(PlanCli, MapIsWeighedByTheProfilesMappedTimes) {
   const nlohmann::json d = ok_json("plan" + packed + kWorkload + v + dear + " --json");
   EXPECT_EQ(mapped_groups(d), 0) << d["plan"].dump();
   EXPECT_EQ(d["prediction"]["mapped_bytes"], 0);
-  const nlohmann::json run = ok_json("run" + packed + kRunWorkload + v + " --plan " +
+  const nlohmann::json run = ok_json("run" + packed + kWorkload + v + " --plan " +
                                      file("cheap.plan") + " --json --check-streams");
   expect_all_resident_outputs(run);
   // The unpacked checkpoint: only groups whose range is their layout can be read in place, so
@@ -163,7 +161,7 @@ TEST_F(PlanCli, MapIsWeighedByTheProfilesMappedTimes) {
       ok_json("plan" + model() + kWorkload + v + cheap + " --json --out " + file("u.plan"));
   EXPECT_LT(mapped_groups(u), whole) << u["plan"].dump();
   const nlohmann::json urun =
-      ok_json("run" + model() + kRunWorkload + v + " --plan " + file("u.plan") + " --json");
+      ok_json("run" + model() + kWorkload + v + " --plan " + file("u.plan") + " --json");
   expect_all_resident_outputs(urun);
 }
 
@@ -177,7 +175,7 @@ TEST_F(PlanCli, AThoroughSearchPlanRuns) {
                                    " --thorough-search --json --out " + file("thorough.plan"));
   EXPECT_EQ(p["origin"], "planner");
   EXPECT_LE(p["plan"]["memory"]["total"].get<uint64_t>(), vram);
-  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + v + " --plan " +
+  const nlohmann::json run = ok_json("run" + model() + kWorkload + v + " --plan " +
                                      file("thorough.plan") + " --json --check-streams");
   expect_all_resident_outputs(run);
 }
@@ -319,7 +317,7 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   const std::string with = " --profile " + file("profile.json");
   const nlohmann::json p = ok_json("plan" + model() + kWorkload + v + with + " --json");
   EXPECT_EQ(p["profile"]["source"], "measured");
-  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + v + with + " --json");
+  const nlohmann::json run = ok_json("run" + model() + kWorkload + v + with + " --json");
   expect_all_resident_outputs(run);
   const nlohmann::json bench =
       ok_json("bench" + model() + kWorkload + v + with + " --runs 1 --warmup 0 --json --quiet");
@@ -427,7 +425,7 @@ TEST_F(PlanCli, BenchSweepAutoMeasuresThePlannedShares) {
 }
 
 TEST_F(PlanCli, AutomaticBudget) {
-  const nlohmann::json run = ok_json("run" + model() + kRunWorkload + " --vram auto --json");
+  const nlohmann::json run = ok_json("run" + model() + kWorkload + " --vram auto --json");
   EXPECT_GT(run["plan"]["memory"]["budget"].get<uint64_t>(), 0u);
   expect_all_resident_outputs(run);
   const testing::CliRun bad = testing::run_ferry("run" + model() + " --vram lots");
