@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -14,8 +16,9 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/profiling_backend.h"
 #include "cli/profile_report.h"
+#include "exec/executor.h"
+#include "exec/session.h"
 #include "measure/profiling_provider.h"
-#include "exec/resident_weights.h"
 #include "model/call_sequence.h"
 #include "model/inference.h"
 #include "model/presets.h"
@@ -138,11 +141,8 @@ class ProfiledAlpamayo : public ::testing::Test {
     auto ckpt = Checkpoint::open(dir_);
     ASSERT_TRUE(ckpt.ok());
     ASSERT_TRUE(bind_checkpoint(weights_, *ckpt).ok());
+    ckpt_.emplace(std::move(*ckpt));
     cpu_ = create_cpu_backend();
-    auto stream = cpu_->create_stream();
-    auto resident = ResidentWeights::load(*cpu_, *stream, weights_, *ckpt);
-    ASSERT_TRUE(resident.ok()) << resident.error().to_string();
-    resident_ = std::move(*resident);
     w_.num_images = 2;
     w_.image_height = 64;
     w_.image_width = 96;
@@ -150,24 +150,30 @@ class ProfiledAlpamayo : public ::testing::Test {
     w_.gen_tokens = 4;
     w_.flow_steps = 3;
     w_.seed = 5;
+    // As `bench --op-profile` does: a session with every group resident, whose provider the
+    // profiled run then borrows.
+    auto session = Session::open(*cpu_, config_, weights_, *ckpt_, w_, SessionOptions{});
+    ASSERT_TRUE(session.ok()) << session.error().to_string();
+    session_ = std::move(*session);
   }
 
   testing::ScratchDir scratch_{"ferry_profile", /*create=*/false};
   std::string dir_ = scratch_.str();
   ModelConfig config_;
   ModelWeights weights_;
+  std::optional<Checkpoint> ckpt_;
   std::unique_ptr<Backend> cpu_;
-  ResidentWeights resident_;
   Workload w_;
+  std::unique_ptr<Session> session_;
 };
 
 TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) {
-  auto plain = run_inference(*cpu_, config_, weights_, resident_, w_, {});
+  auto plain = session_->run();
   ASSERT_TRUE(plain.ok()) << plain.error().to_string();
 
   RecordingBackend rec(*cpu_);
   ProfilingBackend profiler(rec);
-  RecordingProvider rec_provider(resident_, rec);
+  RecordingProvider rec_provider(session_->provider(), rec);
   ProfilingProvider provider(rec_provider, profiler);
   InferenceOptions ungraphed;
   ungraphed.exec.graphs = false;
