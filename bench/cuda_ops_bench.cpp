@@ -27,6 +27,7 @@
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "core/bf16.h"
+#include "core/stats.h"
 
 namespace {
 
@@ -103,8 +104,7 @@ struct Bench {
       }
       if (batch > 0) t.push_back(std::chrono::duration<double>(t1 - t0).count() / reps);
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return ferry::upper_median(std::move(t));
   }
 
   // Seconds per call on the GPU alone: `reps` calls captured into one CUDA graph, the graph
@@ -146,8 +146,7 @@ struct Bench {
       }
       if (batch > 0) t.push_back(std::chrono::duration<double>(t1 - t0).count() / reps);
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return ferry::upper_median(std::move(t));
   }
 };
 

@@ -6,6 +6,7 @@
 #include <span>
 #include <tuple>
 
+#include "core/stats.h"
 #include "plan/schedule.h"
 
 namespace ferry {
@@ -14,13 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
+// core/stats.h's median (the mean of the two middle samples of an even count), or none.
 std::optional<double> median_of(std::vector<double> v) {
   if (v.empty()) return std::nullopt;
   return median(std::move(v));
