@@ -154,7 +154,7 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
     for (size_t ph = 0; ph < r.predicted_phase_s.size(); ++ph) {
       r.predicted_phase_s[ph] = session->planned().prediction.phases[ph].wall_s;
     }
-    std::array<double, 4> medians{};
+    std::array<double, kPhaseCount> medians{};
     for (size_t ph = 0; ph < medians.size(); ++ph) {
       medians[ph] = timed.median_of(static_cast<Phase>(ph));
     }

@@ -109,7 +109,7 @@ TimelineSummary dump_timeline(Session& session, const Checkpoint& checkpoint,
   nlohmann::ordered_json j;
   j["format"] = "ferry-timeline";
   j["origin"] = kTimelineOrigin;
-  for (size_t p = 0; p < 4; ++p) {
+  for (size_t p = 0; p < kPhaseCount; ++p) {
     j["stage_wall_s"][phase_name(static_cast<Phase>(p))] = run.times.seconds[p];
   }
   j["total_wall_s"] = run.times.total_seconds;
@@ -229,9 +229,9 @@ void bench(const BenchArgs& a) {
   const StreamingStats& st = session->streaming();
   const auto inferences = static_cast<double>(a.warmup + a.runs);
   // Bytes over the link per inference, by phase, and the time they take at the measured peak.
-  std::array<double, 4> streamed{};
+  std::array<double, kPhaseCount> streamed{};
   double streamed_total = 0;
-  for (size_t p = 0; p < 4; ++p) {
+  for (size_t p = 0; p < kPhaseCount; ++p) {
     streamed[p] = static_cast<double>(st.bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
     streamed_total += streamed[p];
   }
@@ -256,9 +256,9 @@ void bench(const BenchArgs& a) {
   const CostContext ctx =
       cost_context(config, w, static_cast<int64_t>(first.prompt.size()), first.expert_offset);
   const std::vector<CallCost> costs = call_costs(config, weights, calls, ctx);
-  std::array<StageStats, 5> stages;  // vision, prefill, decode, expert, total
+  std::array<StageStats, kPhaseCount + 1> stages;  // by phase, then the total
   for (size_t i = 0; i < calls.size(); ++i) {
-    for (size_t s : {static_cast<size_t>(calls[i].phase), size_t{4}}) {
+    for (size_t s : {phase_index(calls[i].phase), kPhaseCount}) {
       stages[s].floor += costs[i].floor_seconds(limits.gemm_flops, limits.copy_bandwidth);
       stages[s].flops += costs[i].flops;
       stages[s].bytes += costs[i].bytes();
@@ -266,25 +266,25 @@ void bench(const BenchArgs& a) {
     }
   }
   for (const PhaseTimes& t : run_times) {
-    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(t.seconds[s]);
-    stages[4].seconds.push_back(t.total_seconds);
+    for (size_t s = 0; s < kPhaseCount; ++s) stages[s].seconds.push_back(t.seconds[s]);
+    stages[kPhaseCount].seconds.push_back(t.total_seconds);
   }
   const char* names[] = {"vision", "prefill", "decode", "expert", "total"};
   auto predicted_of = [&](size_t s) {
-    return s < 4 ? planned.prediction.phases[s].wall_s : planned.prediction.total_s;
+    return s < kPhaseCount ? planned.prediction.phases[s].wall_s : planned.prediction.total_s;
   };
   // Measured copy-engine busy time of the copies serving a stage (and all of them), over the
   // stage's median time: the link's busy fraction from timing events.
   auto copy_busy_of = [&](size_t s) -> std::optional<double> {
     if (!timeline) return std::nullopt;
-    return s < 4 ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
+    return s < kPhaseCount ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
   };
   std::vector<PhaseProfile> profile;
   if (a.op_profile) {
     if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
     profile = profile_run(*backend, config, weights, session->provider(), w, first);
     for (PhaseProfile& p : profile) {
-      for (size_t s = 0; s < 4; ++s) {
+      for (size_t s = 0; s < kPhaseCount; ++s) {
         if (p.phase == names[s]) p.timed_seconds = stages[s].median();
       }
     }
@@ -341,13 +341,13 @@ void bench(const BenchArgs& a) {
                               {"outside", outside ? nlohmann::json(*outside) : nlohmann::json()},
                               {"outside_method", backend->driver_device_bytes_method()},
                               {"samples", sampler.samples()}};
-    for (size_t s = 0; s < 5; ++s) {
+    for (size_t s = 0; s < stages.size(); ++s) {
       if (stages[s].calls == 0) continue;
       j["stages"][names[s]] = {{"median_s", stages[s].median()}, {"min_s", stages[s].min()},
                                {"max_s", stages[s].max()},       {"floor_s", stages[s].floor},
                                {"flops", stages[s].flops},       {"bytes", stages[s].bytes},
                                {"calls", stages[s].calls},       {"runs_s", stages[s].seconds}};
-      const double link_bytes = s < 4 ? streamed[s] : streamed_total;
+      const double link_bytes = s < kPhaseCount ? streamed[s] : streamed_total;
       j["stages"][names[s]]["streamed_bytes"] = link_bytes;
       j["stages"][names[s]]["link_busy"] =
           stages[s].median() > 0 && limits.h2d_bandwidth > 0
@@ -416,10 +416,10 @@ void bench(const BenchArgs& a) {
   std::printf("\n");
   std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s %10s\n", "stage", "median", "min",
               "max", "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy", "predicted");
-  for (size_t s = 0; s < 5; ++s) {
+  for (size_t s = 0; s < stages.size(); ++s) {
     if (stages[s].calls == 0) continue;
     const double t = stages[s].median();
-    const double link_bytes = s < 4 ? streamed[s] : streamed_total;
+    const double link_bytes = s < kPhaseCount ? streamed[s] : streamed_total;
     // Measured (copy-engine busy time over the stage's time) when there is a timeline.
     const std::optional<double> copy_busy = copy_busy_of(s);
     const double busy =
@@ -432,7 +432,7 @@ void bench(const BenchArgs& a) {
         t > 0 ? stages[s].bytes / t / 1e9 : 0, link_bytes / 1e9, 100.0 * busy,
         predicted_of(s) * 1e3);
   }
-  const double total = stages[4].median();
+  const double total = stages[kPhaseCount].median();
   std::printf("\npredicted %.4f s (%+.2f%% of measured)", planned.prediction.total_s,
               total > 0 ? 100.0 * (planned.prediction.total_s - total) / total : 0.0);
   if (planned.bound) {

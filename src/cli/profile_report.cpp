@@ -22,7 +22,7 @@ std::string one_line(std::string s) {
   return s;
 }
 
-constexpr std::array<Phase, 4> kPhases = {Phase::vision, Phase::prefill, Phase::decode,
+constexpr std::array<Phase, kPhaseCount> kPhases = {Phase::vision, Phase::prefill, Phase::decode,
                                           Phase::expert};
 
 bool by_seconds(const auto& a, const auto& b) {

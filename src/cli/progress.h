@@ -53,8 +53,8 @@ class Progress {
   bool in_calls_ = false;
   Call call_{};
   int64_t call_index_ = 0;  // within its phase (vision and prefill: groups; else steps)
-  std::array<int64_t, 4> phase_total_{};
-  std::array<int64_t, 4> phase_seen_{};
+  std::array<int64_t, kPhaseCount> phase_total_{};
+  std::array<int64_t, kPhaseCount> phase_seen_{};
   bool printed_ = false;
   std::thread thread_;
 };

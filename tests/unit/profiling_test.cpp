@@ -255,7 +255,7 @@ TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) 
 
   // The summary keeps every op and orders by time.
   const std::vector<cli::PhaseProfile> summary = cli::summarize_profile(buckets, prof->times);
-  ASSERT_EQ(summary.size(), 4u);
+  ASSERT_EQ(summary.size(), kPhaseCount);
   for (const cli::PhaseProfile& p : summary) {
     EXPECT_EQ(p.ops, phase_ops[p.phase]) << p.phase;
     EXPECT_DOUBLE_EQ(p.op_seconds, op_seconds[p.phase]) << p.phase;
