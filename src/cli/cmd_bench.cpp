@@ -5,7 +5,7 @@
 // when weights stream, the bytes it moved over the host link and what the copy engine did (one
 // more run with timing events: busy time, the share hidden under compute, link busy per stage),
 // all measured in the same run. With --op-profile, one more run after the timed ones breaks each
-// stage down by op (cli/profile_report.h). With --sweep, one session per budget
+// stage down by op (cli/op_timing_report.h). With --sweep, one session per budget
 // (bench_sweep.cpp).
 #include <algorithm>
 #include <cstdio>
@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/profiling_backend.h"
+#include "backend/op_timing_backend.h"
 #include "cli/bench.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/plan_report.h"
-#include "cli/profile_report.h"
+#include "cli/op_timing_report.h"
 #include "cli/progress.h"
 #include "api/session_args.h"
 #include "cli/session_flags.h"
@@ -31,8 +31,8 @@
 #include "core/stats.h"
 #include "core/units.h"
 #include "measure/machine_limits.h"
+#include "measure/op_timing_provider.h"
 #include "measure/peak_sampler.h"
-#include "measure/profiling_provider.h"
 #include "exec/session.h"
 #include "exec/start_times.h"
 #include "format/atomic_write.h"
@@ -137,24 +137,24 @@ struct StageStats {
   }
 };
 
-// One more run through ProfilingBackend, which times every op alone. Profiling times ops one by
+// One more run through OpTimingBackend, which times every op alone. Op timing times ops one by
 // one, ungraphed: this run must take the executor's plain path, never a captured graph, because a
 // replayed graph is one launch for many ops and leaves nothing to attribute to each. Its outputs
 // must equal the timed runs'.
-std::vector<PhaseProfile> profile_run(Backend& backend, const ModelConfig& config,
-                                      const ModelWeights& weights, GroupProvider& resident,
-                                      const Workload& w, const InferenceResult& timed) {
-  ProfilingBackend profiler(backend);
-  ProfilingProvider provider(resident, profiler);
+std::vector<PhaseOpTimes> op_timing_run(Backend& backend, const ModelConfig& config,
+                                        const ModelWeights& weights, GroupProvider& resident,
+                                        const Workload& w, const InferenceResult& timed) {
+  OpTimingBackend timer(backend);
+  OpTimingProvider provider(resident, timer);
   InferenceOptions options;
   options.exec.graphs = false;
   const InferenceResult r =
-      report.check(run_inference(profiler, config, weights, provider, w, options));
+      report.check(run_inference(timer, config, weights, provider, w, options));
   if (r.tokens != timed.tokens || r.logits_hash != timed.logits_hash ||
       r.actions_hash != timed.actions_hash) {
     report.fail("the profiled run's outputs differ from the timed runs'");
   }
-  return summarize_profile(profiler.buckets(), r.times);
+  return summarize_op_times(timer.buckets(), r.times);
 }
 
 // Measured stream statistics per stage, as JSON.
@@ -279,11 +279,11 @@ void bench(const BenchArgs& a) {
     if (!timeline) return std::nullopt;
     return s < kPhaseCount ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
   };
-  std::vector<PhaseProfile> profile;
+  std::vector<PhaseOpTimes> op_times;
   if (a.op_profile) {
     if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
-    profile = profile_run(*backend, config, weights, session->provider(), w, first);
-    for (PhaseProfile& p : profile) {
+    op_times = op_timing_run(*backend, config, weights, session->provider(), w, first);
+    for (PhaseOpTimes& p : op_times) {
       for (size_t s = 0; s < kPhaseCount; ++s) {
         if (p.phase == names[s]) p.timed_seconds = stages[s].median();
       }
@@ -361,7 +361,7 @@ void bench(const BenchArgs& a) {
       }
     }
     j["tokens"] = first.tokens;
-    if (a.op_profile) j["op_profile"] = profile_json(profile);
+    if (a.op_profile) j["op_profile"] = op_times_json(op_times);
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
@@ -461,7 +461,7 @@ void bench(const BenchArgs& a) {
                 stages[2].median() / steps * 1e3, stages[2].floor / steps * 1e3,
                 stages[2].floor > 0 ? stages[2].median() / stages[2].floor : 0.0);
   }
-  if (a.op_profile) print_profile(stdout, profile, static_cast<size_t>(a.op_profile_top));
+  if (a.op_profile) print_op_times(stdout, op_times, static_cast<size_t>(a.op_profile_top));
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ class Progress {
   std::thread thread_;
 };
 
-// A GroupProvider decorator that tells a Progress which call runs (as ProfilingProvider labels
+// A GroupProvider decorator that tells a Progress which call runs (as OpTimingProvider labels
 // ops): the executor and the models stay unaware of progress reporting.
 class ProgressProvider final : public GroupProvider {
  public:
