@@ -20,7 +20,6 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/linear.cuh"
@@ -28,6 +27,7 @@
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/rope.cuh"
 #include "core/bf16.h"
+#include "core/stats.h"
 
 namespace {
 
@@ -104,8 +104,7 @@ struct Bench {
       }
       if (batch > 0) t.push_back(std::chrono::duration<double>(t1 - t0).count() / reps);
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return ferry::upper_median(std::move(t));
   }
 
   // Seconds per call on the GPU alone: `reps` calls captured into one CUDA graph, the graph
@@ -122,18 +121,22 @@ struct Bench {
     return time_graph_body([&] { return be.run(stream, op); }, reps);
   }
   double time_graph_body(const std::function<ferry::Status()>& body, int reps = 20) {
-    auto graph = ferry::cuda::GraphExec::capture(stream, [&]() -> ferry::Status {
-      for (int i = 0; i < reps; ++i) FERRY_RETURN_IF_ERROR(body());
-      return ferry::Status();
-    });
-    if (!graph.ok()) {
-      std::fprintf(stderr, "capture failed: %s\n", graph.error().to_string().c_str());
+    // Recorded through the backend, as the executor records a call; the capture is ended
+    // whatever the body returns.
+    ferry::Status captured = be.begin_capture(stream);
+    if (captured.ok()) {
+      for (int i = 0; i < reps && captured.ok(); ++i) captured = body();
+    }
+    auto graph = be.end_capture(stream);
+    if (!captured.ok() || !graph.ok()) {
+      std::fprintf(stderr, "capture failed: %s\n",
+                   (!captured.ok() ? captured : graph.status()).error().to_string().c_str());
       std::exit(1);
     }
     std::vector<double> t;
     for (int batch = 0; batch < 6; ++batch) {
       const auto t0 = std::chrono::steady_clock::now();
-      const ferry::Status st = graph->launch(stream);
+      const ferry::Status st = be.launch(stream, **graph);
       const ferry::Status sy = be.synchronize(stream);
       const auto t1 = std::chrono::steady_clock::now();
       if (!st.ok() || !sy.ok()) {
@@ -143,8 +146,7 @@ struct Bench {
       }
       if (batch > 0) t.push_back(std::chrono::duration<double>(t1 - t0).count() / reps);
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return ferry::upper_median(std::move(t));
   }
 };
 

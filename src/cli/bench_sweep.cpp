@@ -61,7 +61,7 @@ SweepRow session_row(const Session& session, const TimedRuns& timed) {
   for (size_t ph = 0; ph < r.predicted_phase_s.size(); ++ph) {
     r.predicted_phase_s[ph] = planned.prediction.phases[ph].wall_s;
   }
-  std::array<double, 4> medians{};
+  std::array<double, kPhaseCount> medians{};
   for (size_t ph = 0; ph < medians.size(); ++ph) {
     medians[ph] = timed.median_of(static_cast<Phase>(ph));
   }

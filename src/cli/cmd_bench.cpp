@@ -5,7 +5,7 @@
 // when weights stream, the bytes it moved over the host link and what the copy engine did (one
 // more run with timing events: busy time, the share hidden under compute, link busy per stage),
 // all measured in the same run. With --op-profile, one more run after the timed ones breaks each
-// stage down by op (cli/profile_report.h). With --sweep, one session per budget
+// stage down by op (cli/op_timing_report.h). With --sweep, one session per budget
 // (bench_sweep.cpp).
 #include <algorithm>
 #include <cstdio>
@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/profiling_backend.h"
+#include "backend/op_timing_backend.h"
 #include "cli/bench.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/plan_report.h"
-#include "cli/profile_report.h"
+#include "cli/op_timing_report.h"
 #include "cli/progress.h"
 #include "api/session_args.h"
 #include "cli/session_flags.h"
@@ -32,7 +32,7 @@
 #include "core/units.h"
 #include "measure/machine_limits.h"
 #include "measure/peak_sampler.h"
-#include "measure/profiling_provider.h"
+#include "measure/op_timing_provider.h"
 #include "exec/session.h"
 #include "exec/start_times.h"
 #include "format/atomic_write.h"
@@ -109,7 +109,7 @@ TimelineSummary dump_timeline(Session& session, const Checkpoint& checkpoint,
   nlohmann::ordered_json j;
   j["format"] = "ferry-timeline";
   j["origin"] = kTimelineOrigin;
-  for (size_t p = 0; p < 4; ++p) {
+  for (size_t p = 0; p < kPhaseCount; ++p) {
     j["stage_wall_s"][phase_name(static_cast<Phase>(p))] = run.times.seconds[p];
   }
   j["total_wall_s"] = run.times.total_seconds;
@@ -137,15 +137,15 @@ struct StageStats {
   }
 };
 
-// One more run through ProfilingBackend, which times every op alone. Profiling times ops one by
+// One more run through OpTimingBackend, which times every op alone. Op timing times ops one by
 // one, ungraphed: this run must take the executor's plain path, never a captured graph, because a
 // replayed graph is one launch for many ops and leaves nothing to attribute to each. Its outputs
 // must equal the timed runs'.
-std::vector<PhaseProfile> profile_run(Backend& backend, const ModelConfig& config,
-                                      const ModelWeights& weights, GroupProvider& resident,
-                                      const Workload& w, const InferenceResult& timed) {
-  ProfilingBackend profiler(backend);
-  ProfilingProvider provider(resident, profiler);
+std::vector<PhaseOpTimes> op_timing_run(Backend& backend, const ModelConfig& config,
+                                        const ModelWeights& weights, GroupProvider& resident,
+                                        const Workload& w, const InferenceResult& timed) {
+  OpTimingBackend profiler(backend);
+  OpTimingProvider provider(resident, profiler);
   InferenceOptions options;
   options.exec.graphs = false;
   const InferenceResult r =
@@ -154,7 +154,7 @@ std::vector<PhaseProfile> profile_run(Backend& backend, const ModelConfig& confi
       r.actions_hash != timed.actions_hash) {
     report.fail("the profiled run's outputs differ from the timed runs'");
   }
-  return summarize_profile(profiler.buckets(), r.times);
+  return summarize_op_times(profiler.buckets(), r.times);
 }
 
 // Measured stream statistics per stage, as JSON.
@@ -182,42 +182,42 @@ struct BenchReport {
   const Backend& backend;
   const Session& session;
   const InferenceResult& first;      // the first timed run
-  std::array<double, 4> streamed{};  // bytes over the link per inference, by phase
+  std::array<double, kPhaseCount> streamed{};  // bytes over the link per inference, by phase
   double streamed_total = 0;
   std::optional<TimelineSummary> timeline{};  // what the copy engine did (one more run)
   MemoryLedger ledger{};
   std::optional<uint64_t> outside{};  // the driver's peak, seen from outside
   int64_t samples = 0;              // the peak sampler's, at the end
-  std::array<StageStats, 5> stages{};  // vision, prefill, decode, expert, total
-  std::vector<PhaseProfile> profile{};  // --op-profile
+  std::array<StageStats, kPhaseCount + 1> stages{};  // by phase, then the total
+  std::vector<PhaseOpTimes> profile{};  // --op-profile
   int64_t decode_steps = 0;           // distinct decode steps in the call sequence
 
   const StreamingStats& st() const { return session.streaming(); }
   const SessionPlan& planned() const { return session.planned(); }
   double predicted_of(size_t s) const {
-    return s < 4 ? planned().prediction.phases[s].wall_s : planned().prediction.total_s;
+    return s < kPhaseCount ? planned().prediction.phases[s].wall_s : planned().prediction.total_s;
   }
   // Measured copy-engine busy time of the copies serving a stage (and all of them), over the
   // stage's median time: the link's busy fraction from timing events.
   std::optional<double> copy_busy_of(size_t s) const {
     if (!timeline) return std::nullopt;
-    return s < 4 ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
+    return s < kPhaseCount ? timeline->phases[s].copy_busy_s : timeline->copy_busy_s;
   }
-  double link_bytes_of(size_t s) const { return s < 4 ? streamed[s] : streamed_total; }
+  double link_bytes_of(size_t s) const { return s < kPhaseCount ? streamed[s] : streamed_total; }
 };
 
 const char* const kStageNames[] = {"vision", "prefill", "decode", "expert", "total"};
 
 // Floors (from the actual prompt length and the rows the expert saw) and the timed runs' times,
 // per stage and in total.
-std::array<StageStats, 5> stage_stats(const BenchReport& r, const std::vector<Call>& calls,
+std::array<StageStats, kPhaseCount + 1> stage_stats(const BenchReport& r, const std::vector<Call>& calls,
                                       const std::vector<PhaseTimes>& run_times) {
   const CostContext ctx = cost_context(r.config, r.w, static_cast<int64_t>(r.first.prompt.size()),
                                        r.first.expert_offset);
   const std::vector<CallCost> costs = call_costs(r.config, r.weights, calls, ctx);
-  std::array<StageStats, 5> stages;
+  std::array<StageStats, kPhaseCount + 1> stages;  // by phase, then the total
   for (size_t i = 0; i < calls.size(); ++i) {
-    for (size_t s : {static_cast<size_t>(calls[i].phase), size_t{4}}) {
+    for (size_t s : {phase_index(calls[i].phase), kPhaseCount}) {
       stages[s].floor += costs[i].floor_seconds(r.limits.gemm_flops, r.limits.copy_bandwidth);
       stages[s].flops += costs[i].flops;
       stages[s].bytes += costs[i].bytes();
@@ -225,8 +225,8 @@ std::array<StageStats, 5> stage_stats(const BenchReport& r, const std::vector<Ca
     }
   }
   for (const PhaseTimes& t : run_times) {
-    for (size_t s = 0; s < 4; ++s) stages[s].seconds.push_back(t.seconds[s]);
-    stages[4].seconds.push_back(t.total_seconds);
+    for (size_t s = 0; s < kPhaseCount; ++s) stages[s].seconds.push_back(t.seconds[s]);
+    stages[kPhaseCount].seconds.push_back(t.total_seconds);
   }
   return stages;
 }
@@ -254,7 +254,7 @@ std::optional<TimelineSummary> bench_timeline(const BenchArgs& a, Session& sessi
 
 nlohmann::json stages_json(const BenchReport& r) {
   nlohmann::json j;
-  for (size_t s = 0; s < 5; ++s) {
+  for (size_t s = 0; s < kPhaseCount + 1; ++s) {
     const StageStats& st = r.stages[s];
     if (st.calls == 0) continue;
     nlohmann::json& stage = j[kStageNames[s]];
@@ -328,7 +328,7 @@ nlohmann::json bench_json(const BenchReport& r) {
       {"samples", r.samples}};
   if (nlohmann::json stages = stages_json(r); !stages.is_null()) j["stages"] = std::move(stages);
   j["tokens"] = r.first.tokens;
-  if (a.op_profile) j["op_profile"] = profile_json(r.profile);
+  if (a.op_profile) j["op_profile"] = op_times_json(r.profile);
   return j;
 }
 
@@ -397,7 +397,7 @@ void print_stage_table(const BenchReport& r) {
   std::printf("%-8s %10s %10s %10s %10s %8s %10s %10s %9s %9s %10s\n", "stage", "median", "min",
               "max", "floor", "floor/t", "TFLOP/s", "GB/s", "link GB", "link busy", "predicted");
   const double h2d = r.limits.h2d_bandwidth;
-  for (size_t s = 0; s < 5; ++s) {
+  for (size_t s = 0; s < kPhaseCount + 1; ++s) {
     const StageStats& st = r.stages[s];
     if (st.calls == 0) continue;
     const double t = st.median();
@@ -418,7 +418,7 @@ void print_stage_table(const BenchReport& r) {
 // Below the table: the predictions against the measured total, T_lb, the decode step.
 void print_bench_footer(const BenchReport& r) {
   const SessionPlan& planned = r.planned();
-  const double total = r.stages[4].median();
+  const double total = r.stages[kPhaseCount].median();
   auto off = [&](double t) { return total > 0 ? 100.0 * (t - total) / total : 0.0; };
   std::printf("\npredicted %.4f s (%+.2f%% of measured)", planned.prediction.total_s,
               off(planned.prediction.total_s));
@@ -449,7 +449,7 @@ void print_bench_footer(const BenchReport& r) {
                 decode.median() / steps * 1e3, decode.floor / steps * 1e3,
                 decode.floor > 0 ? decode.median() / decode.floor : 0.0);
   }
-  if (r.a.op_profile) print_profile(stdout, r.profile, static_cast<size_t>(r.a.op_profile_top));
+  if (r.a.op_profile) print_op_times(stdout, r.profile, static_cast<size_t>(r.a.op_profile_top));
 }
 
 void print_bench(const BenchReport& r) {
@@ -476,7 +476,7 @@ void bench_session(const BenchArgs& a, const OpenModel& m, const Workload& w,
   BenchReport r{.a = a, .config = m.config, .weights = m.weights, .w = w, .limits = limits,
                 .start = start, .backend = backend, .session = *session, .first = *timed.first};
   const auto inferences = static_cast<double>(a.warmup + a.runs);
-  for (size_t p = 0; p < 4; ++p) {
+  for (size_t p = 0; p < kPhaseCount; ++p) {
     r.streamed[p] =
         static_cast<double>(r.st().bytes_by_phase[p] - loaded.bytes_by_phase[p]) / inferences;
     r.streamed_total += r.streamed[p];
@@ -487,9 +487,9 @@ void bench_session(const BenchArgs& a, const OpenModel& m, const Workload& w,
   r.stages = stage_stats(r, calls, timed.times);
   if (a.op_profile) {
     if (say) std::fprintf(stderr, "bench: profiling one more run, op by op...\n");
-    r.profile = profile_run(backend, m.config, m.weights, session->provider(), w, r.first);
-    for (PhaseProfile& p : r.profile) {
-      for (size_t s = 0; s < 4; ++s) {
+    r.profile = op_timing_run(backend, m.config, m.weights, session->provider(), w, r.first);
+    for (PhaseOpTimes& p : r.profile) {
+      for (size_t s = 0; s < kPhaseCount; ++s) {
         if (p.phase == kStageNames[s]) p.timed_seconds = r.stages[s].median();
       }
     }

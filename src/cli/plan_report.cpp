@@ -11,7 +11,7 @@ namespace ferry::cli {
 
 namespace {
 
-constexpr std::array<Phase, 4> kStages = {Phase::vision, Phase::prefill, Phase::decode,
+constexpr std::array<Phase, kPhaseCount> kStages = {Phase::vision, Phase::prefill, Phase::decode,
                                           Phase::expert};
 
 double gib(uint64_t bytes) {

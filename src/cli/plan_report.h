@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "exec/session_plan.h"
+#include "model/call_sequence.h"
 #include "plan/lower_bound.h"
 #include "plan/plan.h"
 #include "plan/predictor.h"
@@ -35,16 +36,17 @@ struct SweepRow {
   double bound_s = 0;
   double bound_compute_s = 0;  // T_lb's terms (plan/lower_bound.h), compute as used in bound_s
   double bound_link_s = 0;
-  bool carried = false;                       // a smaller budget's plan (plan/sweep.h)
-  std::optional<double> measured_s;           // bench: the median of the timed runs
-  std::optional<double> measured_link;        // bench: bytes over the link per inference
-  std::array<double, 4> predicted_phase_s{};  // by Phase: the prediction's wall time per stage
-  std::optional<std::array<double, 4>> measured_phase_s;  // bench: each stage's median
+  bool carried = false;                 // a smaller budget's plan (plan/sweep.h)
+  std::optional<double> measured_s;     // bench: the median of the timed runs
+  std::optional<double> measured_link;  // bench: bytes over the link per inference
+  // By Phase: the prediction's wall time per stage.
+  std::array<double, kPhaseCount> predicted_phase_s{};
+  std::optional<std::array<double, kPhaseCount>> measured_phase_s;  // bench: each stage's median
   // bench: the session's link check (SessionPlan::link_check): its factor and the prediction
   // with C_DMA scaled by it.
   std::optional<double> link_factor;
   std::optional<double> checked_s;
-  std::array<double, 4> checked_phase_s{};
+  std::array<double, kPhaseCount> checked_phase_s{};
   // bench: the device memory the driver counted for the process at its highest while the session
   // opened and ran (PeakSampler; none where the backend cannot tell), against `vram`.
   std::optional<uint64_t> outside_peak;

@@ -53,13 +53,13 @@ class Progress {
   bool in_calls_ = false;
   Call call_{};
   int64_t call_index_ = 0;  // within its phase (vision and prefill: groups; else steps)
-  std::array<int64_t, 4> phase_total_{};
-  std::array<int64_t, 4> phase_seen_{};
+  std::array<int64_t, kPhaseCount> phase_total_{};
+  std::array<int64_t, kPhaseCount> phase_seen_{};
   bool printed_ = false;
   std::thread thread_;
 };
 
-// A GroupProvider decorator that tells a Progress which call runs (as ProfilingProvider labels
+// A GroupProvider decorator that tells a Progress which call runs (as OpTimingProvider labels
 // ops): the executor and the models stay unaware of progress reporting.
 class ProgressProvider final : public GroupProvider {
  public:

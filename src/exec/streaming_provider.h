@@ -41,6 +41,7 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "host/host_tier.h"
+#include "model/call_sequence.h"
 #include "exec/executor.h"
 #include "plan/stream_timeline.h"
 #include "model/weights.h"
@@ -65,7 +66,7 @@ struct StreamingOptions {
 
 struct StreamingStats {
   uint64_t bytes_copied = 0;  // host -> device bytes of streamed groups, over all inferences
-  std::array<uint64_t, 4> bytes_by_phase{};  // the same, by the phase of the call served
+  std::array<uint64_t, kPhaseCount> bytes_by_phase{};  // the same, by the phase of the call served
   int64_t group_copies = 0;                  // streamed calls served by a copy
   int64_t lent_hits = 0;                     // streamed calls served by the lent cache
   int64_t copy_calls = 0;                    // backend copies issued (a group may need a few)

@@ -242,12 +242,12 @@ Profile measured_profile(const ModelWeights& weights, const std::vector<double>&
     if (g < calls.exe_s.size()) p.groups[g].exe_s = calls.exe_s[g];
     if (g < calls.exe_copying_s.size()) p.groups[g].exe_copying_s = calls.exe_copying_s[g];
     if (g < calls.idle_start_s.size()) {
-      for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      for (size_t ph = 0; ph < kPhaseCount; ++ph) {
         if (p.groups[g].exe_s[ph]) p.groups[g].idle_start_s[ph] = calls.idle_start_s[g][ph];
       }
     }
     if (g < calls.exe_mapped_s.size()) {
-      for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      for (size_t ph = 0; ph < kPhaseCount; ++ph) {
         if (p.groups[g].exe_s[ph]) p.groups[g].exe_mapped_s[ph] = calls.exe_mapped_s[g][ph];
       }
     }

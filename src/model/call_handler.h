@@ -63,11 +63,13 @@ struct ExecOptions {
 };
 
 struct PhaseTimes {
-  std::array<double, 4> seconds{};  // indexed by Phase: wall time, synchronized at boundaries
-  std::array<int64_t, 4> calls{};
-  std::array<int64_t, 4> recorded{};       // calls recorded into a new graph
-  std::array<int64_t, 4> replayed{};       // calls run by replaying a graph recorded earlier
-  std::array<double, 4> record_seconds{};  // host time spent recording and instantiating graphs
+  // Indexed by Phase (phase_index): wall time, synchronized at boundaries.
+  std::array<double, kPhaseCount> seconds{};
+  std::array<int64_t, kPhaseCount> calls{};
+  std::array<int64_t, kPhaseCount> recorded{};  // calls recorded into a new graph
+  std::array<int64_t, kPhaseCount> replayed{};  // calls run by replaying a graph recorded earlier
+  // Host time spent recording and instantiating graphs.
+  std::array<double, kPhaseCount> record_seconds{};
   double total_seconds = 0.0;
 
   double of(Phase p) const { return seconds[static_cast<size_t>(p)]; }

@@ -2,6 +2,7 @@
 // that the planner, the predictor and the executor all read; `ferry run --dry-run` prints it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -16,6 +17,15 @@ namespace ferry {
 
 enum class Phase : uint8_t { vision, prefill, decode, expert };
 const char* phase_name(Phase p);
+// The number of phases, from the enum: every array indexed by phase has this size, and
+// phase_index(p) is p's place in it. Phase::expert stays the last enumerator.
+inline constexpr size_t kPhaseCount = static_cast<size_t>(Phase::expert) + 1;
+inline constexpr size_t phase_index(Phase p) {
+  return static_cast<size_t>(p);
+}
+static_assert(phase_index(Phase::vision) == 0 && phase_index(Phase::prefill) == 1 &&
+                  phase_index(Phase::decode) == 2 && phase_index(Phase::expert) == kPhaseCount - 1,
+              "phases index arrays of kPhaseCount: from 0 in execution order, expert last");
 
 struct Call {
   int group = 0;  // index into ModelWeights::groups

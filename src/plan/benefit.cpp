@@ -27,7 +27,7 @@ struct PhaseStats {
 
 // Positions of the copyable calls in [begin, end), one (phase, step) run.
 void mark_positions(const Schedule& s, size_t begin, size_t end,
-                    std::vector<std::array<PhaseStats, 4>>& stats) {
+                    std::vector<std::array<PhaseStats, kPhaseCount>>& stats) {
   std::vector<size_t> copyable;
   for (size_t i = begin; i < end; ++i) {
     if (!s.host_allowed[static_cast<size_t>(s.calls[i].group)]) copyable.push_back(i);
@@ -46,7 +46,7 @@ void mark_positions(const Schedule& s, size_t begin, size_t end,
 
 std::vector<GroupBenefit> residency_benefits(const Schedule& s) {
   const size_t groups = s.group_count();
-  std::vector<std::array<PhaseStats, 4>> stats(groups);
+  std::vector<std::array<PhaseStats, kPhaseCount>> stats(groups);
   size_t run_begin = 0;
   for (size_t i = 0; i < s.calls.size(); ++i) {
     const Call& c = s.calls[i];
@@ -66,7 +66,7 @@ std::vector<GroupBenefit> residency_benefits(const Schedule& s) {
     b.group = static_cast<int>(g);
     if (s.host_allowed[g]) continue;  // stays on the host: never copied, nothing to save
     const double dma = s.dma_s[g];
-    for (size_t ph = 0; ph < 4; ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       const PhaseStats& st = stats[g][ph];
       if (st.calls == 0) continue;
       PhaseBenefit pb;

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/call_sequence.h"
 #include "model/weights.h"
 #include "plan/plan.h"
 #include "plan/schedule.h"
@@ -62,7 +63,7 @@ struct PhaseTime {
 
 struct Prediction {
   double total_s = 0;
-  std::array<PhaseTime, 4> phases{};  // index phase_index(Phase)
+  std::array<PhaseTime, kPhaseCount> phases{};  // index phase_index(Phase)
   uint64_t link_bytes = 0;            // bytes over the link per inference (copies, mapped reads)
   uint64_t mapped_bytes = 0;          // of those, read in place by mapped calls
   int64_t copies = 0;

@@ -384,7 +384,7 @@ Result<Profile> estimate_profile(const ModelConfig& config, const ModelWeights& 
     ++count[g][ph];
   }
   for (size_t g = 0; g < weights.groups.size(); ++g) {
-    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       if (count[g][ph] > 0) {
         p.groups[g].exe_s[ph] = sum[g][ph] / static_cast<double>(count[g][ph]);
       }

@@ -42,10 +42,6 @@
 
 namespace ferry {
 
-inline constexpr int kPhaseCount = 4;  // Phase::vision .. Phase::expert
-inline constexpr size_t phase_index(Phase p) {
-  return static_cast<size_t>(p);
-}
 
 struct GroupProfile {
   std::string name;    // ModelWeights group name

@@ -53,7 +53,7 @@ struct TimelineSummary {
   double hidden_fraction = 1;  // hidden_copy_s / copy_busy_s (1 when nothing was copied)
   double stall_s = 0;          // compute idle between calls while a copy it waits for runs
   uint64_t link_bytes = 0;
-  std::array<PhaseStreamStats, 4> phases{};  // by the phase of the call a copy serves
+  std::array<PhaseStreamStats, kPhaseCount> phases{};  // by the phase of the call a copy serves
 };
 
 // Busy times and overlap; spans are taken as measured (a zero or reversed span counts 0).

@@ -165,7 +165,7 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
       }
     }
     for (size_t g = 0; g < groups; ++g) {
-      for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+      for (size_t ph = 0; ph < kPhaseCount; ++ph) {
         const RunSums& r = sums[g][ph];
         Runs& out = per_run[g][ph];
         if (r.all_n == 0) continue;
@@ -200,7 +200,7 @@ ExeSplit split_exe_times(const std::vector<StreamTimeline>& timelines, size_t gr
     v->resize(groups);
   }
   for (size_t g = 0; g < groups; ++g) {
-    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       const Runs& r = per_run[g][ph];
       e.alone[g][ph] = median_of(r.alone);
       e.copying[g][ph] = median_of(r.copying);
@@ -230,7 +230,7 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
   const ExeSplit& lone = sequential != nullptr ? *sequential : pipelined;
   std::map<Class, std::pair<std::vector<double>, std::vector<double>>> starts;  // b2b, idle
   for (size_t g = 0; g < groups && g < weights.groups.size() && g < lone.alone_b2b.size(); ++g) {
-    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       auto& [b2b, idle] = starts[class_of(g, ph)];
       if (lone.alone_b2b[g][ph]) b2b.push_back(*lone.alone_b2b[g][ph]);
       if (lone.alone_idle[g][ph]) idle.push_back(*lone.alone_idle[g][ph]);
@@ -259,7 +259,7 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
   e.copying.resize(groups);
   e.idle_start.resize(groups);
   for (size_t g = 0; g < groups; ++g) {
-    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       const bool seq = sequential != nullptr && g < sequential->mean.size() &&
                        sequential->mean[g][ph].has_value();
       e.alone[g][ph] = seq ? back_to_back(sequential->mean, sequential->mean_idle_share, g, ph)
@@ -279,7 +279,7 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
   // The ratio copying / alone per class and phase, from its groups seen both ways.
   std::map<Class, std::vector<double>> ratios;
   for (size_t g = 0; g < groups && g < weights.groups.size(); ++g) {
-    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       if (e.alone[g][ph] && e.copying[g][ph] && *e.alone[g][ph] > 0) {
         ratios[class_of(g, ph)].push_back(*e.copying[g][ph] / *e.alone[g][ph]);
       }
@@ -288,7 +288,7 @@ ExeTimes exe_times(const ModelWeights& weights, const ExeSplit& pipelined,
   std::map<Class, double> ratio;
   for (auto& [c, v] : ratios) ratio[c] = median(std::move(v));
   for (size_t g = 0; g < groups && g < weights.groups.size(); ++g) {
-    for (size_t ph = 0; ph < static_cast<size_t>(kPhaseCount); ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       std::optional<double>& alone = e.alone[g][ph];
       std::optional<double>& copying = e.copying[g][ph];
       const auto it = ratio.find(class_of(g, ph));

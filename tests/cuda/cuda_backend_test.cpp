@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_stream.h"
 #include "core/bf16.h"
 #include "harness.h"
@@ -108,8 +107,10 @@ TEST(CudaBackend, RejectsUnsupportedHeadDim) {
   EXPECT_TRUE(gpu().synchronize(*stream).ok());
 }
 
-// y = rms_norm(x) captured once, replayed, then pointed at other buffers through update().
-TEST(CudaGraph, CaptureReplayAndUpdate) {
+// y = rms_norm(x) recorded once through the backend (as the executor records a call), replayed,
+// then recorded again over other buffers, as the executor does for a group at another base (one
+// graph per (group, base, phase)): each graph keeps replaying its own buffers.
+TEST(CudaGraph, CaptureReplayAndRecordAgainElsewhere) {
   SKIP_WITHOUT_CUDA();
   auto stream = gpu().create_stream();
   const int64_t rows = 8;
@@ -154,31 +155,36 @@ TEST(CudaGraph, CaptureReplayAndUpdate) {
   ASSERT_NE(want1, want2);
 
   gpu().fill_zero(*stream, by1->data(), bytes);
-  auto graph = cuda::GraphExec::capture(
-      *stream, [&] { return gpu().run(*stream, norm(bx1->data(), by1->data())); });
+  auto graph =
+      record(gpu(), *stream, [&] { return gpu().run(*stream, norm(bx1->data(), by1->data())); });
   ASSERT_TRUE(graph.ok()) << graph.error().to_string();
   EXPECT_EQ(download(by1->data()), std::vector<uint8_t>(bytes, 0)) << "capture must not run";
-  ASSERT_TRUE(graph->launch(*stream).ok());
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
   EXPECT_EQ(download(by1->data()), want1);
   gpu().fill_zero(*stream, by1->data(), bytes);
-  ASSERT_TRUE(graph->launch(*stream).ok());
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
   EXPECT_EQ(download(by1->data()), want1) << "replay";
 
-  ASSERT_TRUE(
-      graph->update(*stream, [&] { return gpu().run(*stream, norm(bx2->data(), by2->data())); })
-          .ok());
-  EXPECT_TRUE(graph->updated_in_place());
-  ASSERT_TRUE(graph->launch(*stream).ok());
+  gpu().fill_zero(*stream, by2->data(), bytes);
+  auto other =
+      record(gpu(), *stream, [&] { return gpu().run(*stream, norm(bx2->data(), by2->data())); });
+  ASSERT_TRUE(other.ok()) << other.error().to_string();
+  EXPECT_EQ(download(by2->data()), std::vector<uint8_t>(bytes, 0)) << "capture must not run";
+  ASSERT_TRUE(gpu().launch(*stream, **other).ok());
   EXPECT_EQ(download(by2->data()), want2);
+  gpu().fill_zero(*stream, by1->data(), bytes);
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
+  EXPECT_EQ(download(by1->data()), want1) << "the first graph is unchanged";
 
   // An error inside the body ends the capture cleanly and is returned.
-  auto bad = cuda::GraphExec::capture(*stream, [&] {
+  auto bad = record(gpu(), *stream, [&] {
     RmsNorm op = norm(bx1->data(), by1->data());
     op.dim = 3;  // 512 is not a multiple of 3: validate rejects it
     return gpu().run(*stream, op);
   });
   EXPECT_FALSE(bad.ok());
-  ASSERT_TRUE(graph->launch(*stream).ok());  // the stream is usable after the failed capture
+  // The stream is usable after the failed capture.
+  ASSERT_TRUE(gpu().launch(*stream, **graph).ok());
   EXPECT_TRUE(gpu().synchronize(*stream).ok());
 }
 

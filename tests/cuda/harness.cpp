@@ -152,6 +152,15 @@ std::vector<uint8_t> pattern_bytes(DType dtype, int64_t count) {
   return std::vector<uint8_t>(static_cast<size_t>(count) * dtype_size(dtype), 0x7F);
 }
 
+Result<std::unique_ptr<Graph>> record(Backend& backend, Stream& stream,
+                                      const std::function<Status()>& body) {
+  FERRY_RETURN_IF_ERROR(backend.begin_capture(stream));
+  const Status body_status = body();
+  Result<std::unique_ptr<Graph>> graph = backend.end_capture(stream);
+  if (!body_status.ok()) return body_status.error();
+  return graph;
+}
+
 Backends* backends(std::string* why_not) {
   static Backends* b = []() -> Backends* {
     auto factory = cuda_backend_factory();

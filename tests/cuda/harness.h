@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -104,6 +105,12 @@ CudaRun run_cuda(const Case& c);
 
 // run_case plus a gtest expectation that the case passed.
 void expect_pass(const Case& c);
+
+// Records what `body` enqueues on `stream` into a graph through Backend::begin_capture /
+// end_capture, as the executor records a call (exec/executor.cpp): the capture is ended whatever
+// `body` returns, so the stream stays usable, and the body's error comes before the capture's.
+Result<std::unique_ptr<Graph>> record(Backend& backend, Stream& stream,
+                                      const std::function<Status()>& body);
 
 inline constexpr Tolerance kExact{0.0, 0.0};
 inline constexpr Tolerance kBf16Reduce{1.0 / 512, 1.0 / 64};

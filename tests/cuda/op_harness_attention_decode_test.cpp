@@ -11,7 +11,6 @@
 #include <string>
 
 #include "backend/cuda/attention_decode.cuh"
-#include "backend/cuda/cuda_graph.h"
 #include "harness.h"
 
 namespace ferry::cuda_test {
@@ -261,7 +260,7 @@ TEST(CudaGraph, AttentionDevicePosReplay) {
     return h;
   };
 
-  auto graph = cuda::GraphExec::capture(stream, [&] { return gpu.run(stream, op(true, 0)); });
+  auto graph = record(gpu, stream, [&] { return gpu.run(stream, op(true, 0)); });
   ASSERT_TRUE(graph.ok()) << graph.error().to_string();
   for (int64_t p : {0, 127, 128, 1000, 2999, 4095, 100}) {
     ASSERT_TRUE(gpu.run(stream, op(false, p)).ok());
@@ -269,7 +268,7 @@ TEST(CudaGraph, AttentionDevicePosReplay) {
     gpu.fill_zero(stream, out.data(), static_cast<size_t>(qc) * 2);
     const auto p32 = static_cast<int32_t>(p);
     gpu.copy_to_device(stream, pos.data(), &p32, 4);
-    ASSERT_TRUE(graph->launch(stream).ok());
+    ASSERT_TRUE(gpu.launch(stream, **graph).ok());
     EXPECT_EQ(download(), want) << "q_pos0_dev = " << p;
   }
 }

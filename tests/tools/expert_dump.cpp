@@ -12,12 +12,12 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/bf16.h"
-#include "exec/resident_weights.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
 #include "model/action_expert.h"
+#include "model/config_json.h"
 #include "model/weights.h"
 #include "npy_write.h"
+#include "resident_weights.h"
 
 namespace ferry {
 namespace {
@@ -35,8 +35,8 @@ Status run(const std::string& ckpt_dir, const std::string& out, uint64_t seed) {
 
   // Every group resident, as ferry run loads them (dtype, shape and size checked).
   FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ckpt));
-  FERRY_ASSIGN_OR_RETURN(ResidentWeights resident,
-                         ResidentWeights::load(*backend, *stream, weights, ckpt));
+  FERRY_ASSIGN_OR_RETURN(testing::ResidentWeights resident,
+                         testing::ResidentWeights::load(*backend, *stream, weights, ckpt));
 
   // The stand-in text cache: per layer kCacheLen rows of N(0, 1) keys and values.
   const int64_t layers = a->expert.num_layers, kv = a->expert.num_kv_heads * a->expert.head_dim;

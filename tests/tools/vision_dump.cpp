@@ -10,12 +10,12 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/bf16.h"
-#include "exec/resident_weights.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 #include "model/vision_encoder.h"
 #include "model/weights.h"
 #include "npy_write.h"
+#include "resident_weights.h"
 
 namespace ferry {
 namespace {
@@ -49,8 +49,8 @@ Status run(const std::string& ckpt_dir, const std::string& out, int images, int6
 
   // Every group resident, as ferry run loads them (dtype, shape and size checked).
   FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ckpt));
-  FERRY_ASSIGN_OR_RETURN(ResidentWeights resident,
-                         ResidentWeights::load(*backend, *stream, weights, ckpt));
+  FERRY_ASSIGN_OR_RETURN(testing::ResidentWeights resident,
+                         testing::ResidentWeights::load(*backend, *stream, weights, ckpt));
   for (size_t i = 0; i < weights.groups.size(); ++i) {
     const WeightGroup& g = weights.groups[i];
     void* base = resident.base(static_cast<int>(i));

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "exec/resident_weights.h"
+#include "exec/session.h"
 #include "format/fault_guard.h"
 #include "format/mapped_file.h"
 #include "format/safetensors.h"
@@ -193,7 +193,8 @@ TEST_F(FaultGuard, ReplacingTheFileByRenameIsNotAChange) {
 }
 
 TEST_F(FaultGuard, ALoadFromATruncatedShardIsAnErrorNotASignal) {
-  const ModelWeights w = describe_weights(preset("qwen3-tiny").value()).value();
+  const ModelConfig config = preset("qwen3-tiny").value();
+  const ModelWeights w = describe_weights(config).value();
   const std::string dir = (dir_ / "ckpt").string();
   ASSERT_TRUE(write_checkpoint(dir, synth_tensors(w, 1)).ok());
   auto ckpt = Checkpoint::open(dir);
@@ -202,10 +203,11 @@ TEST_F(FaultGuard, ALoadFromATruncatedShardIsAnErrorNotASignal) {
   ASSERT_EQ(::truncate(shard.c_str(), 1 << 20), 0);
   auto backend = create_backend(BackendKind::cpu);
   ASSERT_TRUE(backend.ok());
-  auto stream = (*backend)->create_stream();
-  // check_unchanged at the start of the load sees it first; the guard is what protects a
-  // truncation that comes after that check (the multi-threaded test above).
-  auto r = ResidentWeights::load(**backend, *stream, w, *ckpt);
+  Workload workload;
+  workload.prompt_tokens = 8;
+  // check_unchanged at the start of the session's open sees it first; the guard is what protects
+  // a truncation that comes after that check (the multi-threaded test above).
+  auto r = Session::open(**backend, config, w, *ckpt, workload, SessionOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find(shard), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("changed or truncated while in use"), std::string::npos);

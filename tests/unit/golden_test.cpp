@@ -1,7 +1,8 @@
 // Golden end-to-end runs on the tiny presets: a seeded checkpoint written in-process, one
-// inference through the same path as `ferry run` (resident weights, the call sequence, the CPU
-// backend), greedy tokens and hashes compared to values recorded from a reviewed run. A change in
-// any op's numerics, the weight tables, the prompt or the sampling shows up here.
+// inference through the same path as `ferry run` (Session::open with no budget, so every group
+// resident, then Session::run on the CPU backend), greedy tokens and hashes compared to values
+// recorded from a reviewed run. A change in any op's numerics, the weight tables, the prompt, the
+// sampling or the session's loading and executing shows up here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,13 +11,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "backend/cpu/cpu_backend.h"
-#include "exec/resident_weights.h"
+#include "exec/session.h"
 #include "model/inference.h"
 #include "model/presets.h"
 #include "model/sampling.h"
+#include "plan/plan.h"
 #include "scratch_dir.h"
 #include "text_test_model.h"
 
@@ -47,10 +50,14 @@ class TinyModel {
     FERRY_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir_));
     FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ckpt));
     auto backend = create_cpu_backend(cpu);
-    auto stream = backend->create_stream();
-    FERRY_ASSIGN_OR_RETURN(ResidentWeights resident,
-                           ResidentWeights::load(*backend, *stream, weights, ckpt));
-    return run_inference(*backend, config_, weights, resident, w, options);
+    SessionOptions so;  // no --vram: no budget, every group resident (the plan `ferry run` makes)
+    so.inference = options;
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
+                           Session::open(*backend, config_, weights, ckpt, w, so));
+    if (!(session->plan() == all_resident_plan(weights))) {
+      return make_error(ErrorCode::internal, "golden: the session's plan is not all resident");
+    }
+    return session->run();
   }
 
   const ModelConfig& config() const { return config_; }

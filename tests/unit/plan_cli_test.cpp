@@ -119,7 +119,7 @@ TEST_F(PlanCli, MapIsWeighedByTheProfilesMappedTimes) {
   ASSERT_TRUE(measured.ok()) << measured.error().message;
   for (size_t g = 0; g < weights.groups.size(); ++g) {
     if (host_placement_allowed(weights.groups[g])) continue;
-    for (size_t ph = 0; ph < 4; ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       EXPECT_EQ(measured->groups[g].exe_mapped_s[ph].has_value(),
                 measured->groups[g].exe_s[ph].has_value())
           << weights.groups[g].name;
@@ -130,7 +130,7 @@ TEST_F(PlanCli, MapIsWeighedByTheProfilesMappedTimes) {
   auto edited = [&](const std::string& name, bool cheap) {
     Profile p = *measured;
     for (GroupProfile& g : p.groups) {
-      for (size_t ph = 0; ph < 4; ++ph) {
+      for (size_t ph = 0; ph < kPhaseCount; ++ph) {
         if (!g.exe_mapped_s[ph]) continue;
         g.exe_mapped_s[ph] = cheap ? *g.exe_s[ph] : *g.exe_s[ph] + 10 * g.dma_s + 1e-3;
       }
@@ -301,7 +301,7 @@ TEST_F(PlanCli, AMeasuredProfileRoundTrips) {
   EXPECT_GT(parsed->host.euler_s, 0.0);
   // Every timed (group, phase) has both times.
   for (const GroupProfile& g : parsed->groups) {
-    for (size_t ph = 0; ph < 4; ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       EXPECT_EQ(g.exe_s[ph].has_value(), g.exe_copying_s[ph].has_value()) << g.name;
     }
   }

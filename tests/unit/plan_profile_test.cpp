@@ -71,7 +71,7 @@ TEST(PlanProfile, JsonRoundTripKeepsEveryField) {
     EXPECT_EQ(p.groups[i].name, t.profile.groups[i].name);
     EXPECT_EQ(p.groups[i].bytes, t.profile.groups[i].bytes);
     EXPECT_DOUBLE_EQ(p.groups[i].dma_s, t.profile.groups[i].dma_s);
-    for (size_t ph = 0; ph < 4; ++ph) {
+    for (size_t ph = 0; ph < kPhaseCount; ++ph) {
       ASSERT_EQ(p.groups[i].exe_s[ph].has_value(), t.profile.groups[i].exe_s[ph].has_value());
       if (p.groups[i].exe_s[ph]) {
         EXPECT_DOUBLE_EQ(*p.groups[i].exe_s[ph], *t.profile.groups[i].exe_s[ph]);

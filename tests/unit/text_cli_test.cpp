@@ -13,7 +13,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_runner.h"
-#include "exec/resident_weights.h"
+#include "exec/session.h"
 #include "model/inference.h"
 #include "model/presets.h"
 #include "scratch_dir.h"
@@ -55,11 +55,12 @@ TEST_F(RunCli, JsonMatchesInProcessRunAndDumpsLogits) {
   auto weights = describe_weights(config_);
   auto ckpt = Checkpoint::open(dir_ + "/model");
   ASSERT_TRUE(weights.ok() && ckpt.ok());
+  ASSERT_TRUE(bind_checkpoint(*weights, *ckpt).ok());
   auto backend = create_cpu_backend();
-  auto stream = backend->create_stream();
-  auto resident = ResidentWeights::load(*backend, *stream, *weights, *ckpt);
-  ASSERT_TRUE(resident.ok());
-  auto r = run_inference(*backend, config_, *weights, *resident, w, {});
+  // The session `ferry run` opens without --vram: every group resident.
+  auto session = Session::open(*backend, config_, *weights, *ckpt, w, SessionOptions{});
+  ASSERT_TRUE(session.ok()) << session.error().to_string();
+  auto r = (*session)->run();
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), r->tokens);
   EXPECT_EQ(j["prompt_tokens"].get<int>(), 20);

@@ -9,11 +9,11 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/bf16.h"
-#include "exec/resident_weights.h"
 #include "model/presets.h"
 #include "model/prompt.h"
 #include "model/rope_index.h"
 #include "model/text_decoder.h"
+#include "resident_weights.h"
 #include "scratch_dir.h"
 #include "text_test_model.h"
 
@@ -34,7 +34,7 @@ class DecoderFixture : public ::testing::Test {
     ASSERT_TRUE(ck.ok()) << ck.error().to_string();
     backend_ = create_cpu_backend();
     stream_ = backend_->create_stream();
-    auto r = ResidentWeights::load(*backend_, *stream_, weights_, *ck);
+    auto r = testing::ResidentWeights::load(*backend_, *stream_, weights_, *ck);
     ASSERT_TRUE(r.ok()) << r.error().to_string();
     resident_ = std::move(*r);
   }
@@ -65,7 +65,7 @@ class DecoderFixture : public ::testing::Test {
   ModelWeights weights_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Stream> stream_;
-  ResidentWeights resident_;
+  testing::ResidentWeights resident_;
 };
 
 TEST_F(DecoderFixture, DecodeStepMatchesLongerPrefill) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/profiling_backend.h"
+#include "backend/op_timing_backend.h"
 
 namespace ferry {
 namespace {
@@ -54,9 +54,9 @@ TEST(TimingEvents, IntervalsAlongAStreamGrowWithTheWork) {
   check_monotonic(*delayed);
 }
 
-TEST(TimingEvents, ProfilingBackendForwardsThem) {
+TEST(TimingEvents, OpTimingBackendForwardsThem) {
   auto inner = create_cpu_backend();
-  ProfilingBackend b(*inner);
+  OpTimingBackend b(*inner);
   check_monotonic(b);
   EXPECT_EQ(b.device_free_bytes().has_value(), inner->device_free_bytes().has_value());
 }

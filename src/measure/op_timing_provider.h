@@ -1,27 +1,26 @@
-// A GroupProvider decorator that labels a ProfilingBackend's ops with the phase of the call being
-// run, so that the executor and the models stay unaware of profiling: execute() asks the
+// A GroupProvider decorator that labels an OpTimingBackend's ops with the phase of the call being
+// run, so that the executor and the models stay unaware of op timing: execute() asks the
 // provider for each call's group before handing the call to the model, and this wrapper sets the
-// profiler's phase ("vision", "prefill", "decode", "expert") right then.
+// timer's phase ("vision", "prefill", "decode", "expert") right then.
 #pragma once
 
-#include "backend/profiling_backend.h"
+#include "backend/op_timing_backend.h"
 #include "exec/executor.h"
 #include "model/call_sequence.h"
 
 namespace ferry {
 
-class ProfilingProvider final : public GroupProvider {
+class OpTimingProvider final : public GroupProvider {
  public:
-  ProfilingProvider(GroupProvider& inner, ProfilingBackend& profiler)
-      : inner_(inner), profiler_(profiler) {}
+  OpTimingProvider(GroupProvider& inner, OpTimingBackend& timer) : inner_(inner), timer_(timer) {}
 
   // The inputs uploaded before the first call (CallHandler::upload_inputs) count in its phase.
   Status begin(Stream& stream, std::span<const Call> calls) override {
-    if (!calls.empty()) profiler_.set_phase(phase_name(calls.front().phase));
+    if (!calls.empty()) timer_.set_phase(phase_name(calls.front().phase));
     return inner_.begin(stream, calls);
   }
   Result<void*> acquire(Stream& stream, const Call& call) override {
-    profiler_.set_phase(phase_name(call.phase));
+    timer_.set_phase(phase_name(call.phase));
     return inner_.acquire(stream, call);
   }
   Status release(Stream& stream, const Call& call) override { return inner_.release(stream, call); }
@@ -29,7 +28,7 @@ class ProfilingProvider final : public GroupProvider {
 
  private:
   GroupProvider& inner_;
-  ProfilingBackend& profiler_;
+  OpTimingBackend& timer_;
 };
 
 }  // namespace ferry

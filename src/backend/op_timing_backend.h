@@ -1,15 +1,16 @@
-// A Backend decorator that times every op: `ferry bench --profile`'s measurement.
+// A Backend decorator that times every op alone: the op timing of `ferry bench --op-profile`.
+// (Not plan/profile.h's Profile, the C_DMA/C_EXE per group that `ferry profile` measures.)
 //
-// ProfilingBackend wraps any backend and forwards every call to it. An op (run), a copy or a fill
+// OpTimingBackend wraps any backend and forwards every call to it. An op (run), a copy or a fill
 // is enqueued on the wrapped backend, the stream is synchronized, and the host wall time of
 // enqueue + synchronize is added to a bucket keyed by (phase, kind, shape). This is
 // measurement by synchronization: ops run one at a time, nothing overlaps, and each time
 // includes one launch and one synchronization (~10 us on CUDA), so the sum over a phase is more
-// than what the pipelined run takes. It profiles ops one by one, ungraphed: a graph would replay
+// than what the pipelined run takes. It times ops one by one, ungraphed: a graph would replay
 // many ops as one launch and leave nothing to attribute.
 //
-// The phase is a label set by whoever drives execution (set_phase; ProfilingProvider in
-// measure/profiling_provider.h sets it from each Call). Ops before the first label are "other".
+// The phase is a label set by whoever drives execution (set_phase; OpTimingProvider in
+// measure/op_timing_provider.h sets it from each Call). Ops before the first label are "other".
 // Buffers, streams and events are the wrapped backend's own objects, passed through unchanged.
 #pragma once
 
@@ -28,7 +29,7 @@
 
 namespace ferry {
 
-// The kind and shape of one op, as the profile groups it.
+// The kind and shape of one op, as the op timing groups it.
 //   linear     "11520x1152 -> 3456 +bias gelu_tanh" (M x K -> N; f32 in/out marked)
 //   attention  "S=720 h=16/16 d=72" (+ "causal", "segs=N"); the key rows L are kept apart
 //              (keys), since they grow with every decode step and would split the bucket
@@ -54,9 +55,9 @@ struct OpBucket {
   std::string label() const;
 };
 
-class ProfilingBackend final : public Backend {
+class OpTimingBackend final : public Backend {
  public:
-  explicit ProfilingBackend(Backend& inner) : inner_(inner) {}
+  explicit OpTimingBackend(Backend& inner) : inner_(inner) {}
 
   // Labels every op that follows until the next call.
   void set_phase(std::string_view phase);
@@ -109,13 +110,13 @@ class ProfilingBackend final : public Backend {
 
   // Each op is timed alone, so there is nothing to record: graphs are refused (run ungraphed).
   Status begin_capture(Stream& /*stream*/) override {
-    return make_error(ErrorCode::unsupported, "profiling times ops one by one: run without graphs");
+    return make_error(ErrorCode::unsupported, "op timing times ops one by one: run without graphs");
   }
   Result<std::unique_ptr<Graph>> end_capture(Stream& /*stream*/) override {
-    return make_error(ErrorCode::unsupported, "profiling times ops one by one: run without graphs");
+    return make_error(ErrorCode::unsupported, "op timing times ops one by one: run without graphs");
   }
   Status launch(Stream& /*stream*/, const Graph& /*graph*/) override {
-    return make_error(ErrorCode::unsupported, "profiling times ops one by one: run without graphs");
+    return make_error(ErrorCode::unsupported, "op timing times ops one by one: run without graphs");
   }
 
   void record(Event& event, Stream& stream) override { inner_.record(event, stream); }
@@ -130,7 +131,7 @@ class ProfilingBackend final : public Backend {
   // Should one arrive anyway, it goes back to the wrapped backend through DeviceBuffer.
   void free(void* data, size_t bytes) override { DeviceBuffer(&inner_, data, bytes).reset(); }
   Result<RawDeviceMemory> device_alloc(size_t /*bytes*/) override {
-    return make_error(ErrorCode::internal, "profiling backend: memory comes from the wrapped one");
+    return make_error(ErrorCode::internal, "op timing backend: memory comes from the wrapped one");
   }
 
  private:

@@ -1,5 +1,8 @@
-// All weights resident: one device buffer per group, loaded once from the checkpoint at the
-// group's WeightSpec offsets (the same layout a streaming slot uses).
+// For tests and tools that drive one part of a model by hand (a decoder step, the vision
+// encoder, the expert) with no call sequence: every group in a device buffer of its own, loaded
+// once from the checkpoint at the group's WeightSpec offsets (the same layout a streaming slot
+// uses), its address by group. Not a production path: inference, the golden tests included, runs
+// through exec/session.h, whose plan with no budget keeps every group resident in the arena.
 #pragma once
 
 #include <cstdint>
@@ -7,13 +10,12 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "exec/executor.h"
 #include "format/safetensors.h"
 #include "model/weights.h"
 
-namespace ferry {
+namespace ferry::testing {
 
-class ResidentWeights : public GroupProvider {
+class ResidentWeights {
  public:
   // Allocates every group and copies its tensors in; synchronizes the stream before returning.
   // A checkpoint tensor that is missing or whose byte size differs from the spec is an error;
@@ -26,7 +28,6 @@ class ResidentWeights : public GroupProvider {
   ResidentWeights(ResidentWeights&&) noexcept = default;
   ResidentWeights& operator=(ResidentWeights&&) noexcept = default;
 
-  Result<void*> acquire(Stream& stream, const Call& call) override;
   void* base(int group) const;
   uint64_t bytes() const { return bytes_; }
   double load_seconds() const { return load_seconds_; }
@@ -37,4 +38,4 @@ class ResidentWeights : public GroupProvider {
   double load_seconds_ = 0.0;
 };
 
-}  // namespace ferry
+}  // namespace ferry::testing

@@ -1,4 +1,4 @@
-#include "exec/resident_weights.h"
+#include "resident_weights.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "host/host_tier.h"
 
-namespace ferry {
+namespace ferry::testing {
 
 namespace {
 // Each of the two bounce buffers of the load (host/bounce_ring.h).
@@ -54,17 +54,9 @@ Result<ResidentWeights> ResidentWeights::load(Backend& backend, Stream& stream,
   return r;
 }
 
-Result<void*> ResidentWeights::acquire(Stream&, const Call& call) {
-  if (call.group < 0 || static_cast<size_t>(call.group) >= buffers_.size()) {
-    return make_error(ErrorCode::internal,
-                      "resident weights: no group " + std::to_string(call.group));
-  }
-  return buffers_[static_cast<size_t>(call.group)].data();
-}
-
 void* ResidentWeights::base(int group) const {
   FERRY_CHECK(group >= 0 && static_cast<size_t>(group) < buffers_.size(), "group out of range");
   return buffers_[static_cast<size_t>(group)].data();
 }
 
-}  // namespace ferry
+}  // namespace ferry::testing

@@ -1,4 +1,4 @@
-#include "cli/profile_report.h"
+#include "cli/op_timing_report.h"
 
 #include <algorithm>
 #include <array>
@@ -22,41 +22,41 @@ std::string one_line(std::string s) {
   return s;
 }
 
-constexpr std::array<Phase, 4> kPhases = {Phase::vision, Phase::prefill, Phase::decode,
-                                          Phase::expert};
+constexpr std::array<Phase, kPhaseCount> kPhases = {Phase::vision, Phase::prefill, Phase::decode,
+                                                    Phase::expert};
 
 bool by_seconds(const auto& a, const auto& b) {
   return a.seconds > b.seconds;
 }
 
-double share(double seconds, const PhaseProfile& p) {
+double share(double seconds, const PhaseOpTimes& p) {
   return p.share_base() > 0 ? seconds / p.share_base() : 0.0;
 }
 
 }  // namespace
 
-std::vector<PhaseProfile> summarize_profile(const std::vector<OpBucket>& buckets,
-                                            const PhaseTimes& times) {
-  std::vector<PhaseProfile> phases;
+std::vector<PhaseOpTimes> summarize_op_times(const std::vector<OpBucket>& buckets,
+                                             const PhaseTimes& times) {
+  std::vector<PhaseOpTimes> phases;
   for (Phase ph : kPhases) {
-    PhaseProfile p;
+    PhaseOpTimes p;
     p.phase = phase_name(ph);
     p.wall_seconds = times.of(ph);
     phases.push_back(std::move(p));
   }
   for (const OpBucket& b : buckets) {
     auto it = std::find_if(phases.begin(), phases.end(),
-                           [&](const PhaseProfile& p) { return p.phase == b.phase; });
+                           [&](const PhaseOpTimes& p) { return p.phase == b.phase; });
     if (it == phases.end()) {
-      PhaseProfile p;
+      PhaseOpTimes p;
       p.phase = b.phase;
       phases.push_back(std::move(p));
       it = phases.end() - 1;
     }
     it->buckets.push_back(b);
   }
-  std::erase_if(phases, [](const PhaseProfile& p) { return p.buckets.empty(); });
-  for (PhaseProfile& p : phases) {
+  std::erase_if(phases, [](const PhaseOpTimes& p) { return p.buckets.empty(); });
+  for (PhaseOpTimes& p : phases) {
     std::map<std::string, KindTotal> kinds;
     for (const OpBucket& b : p.buckets) {
       p.op_seconds += b.seconds;
@@ -73,10 +73,10 @@ std::vector<PhaseProfile> summarize_profile(const std::vector<OpBucket>& buckets
   return phases;
 }
 
-void print_profile(std::FILE* out, const std::vector<PhaseProfile>& phases, size_t top) {
+void print_op_times(std::FILE* out, const std::vector<PhaseOpTimes>& phases, size_t top) {
   std::fprintf(out, "\nprofile: %s\nshare: of the stage's wall time in the profiled run.\n",
                kMethod);
-  for (const PhaseProfile& p : phases) {
+  for (const PhaseOpTimes& p : phases) {
     std::fprintf(out, "\n%s: %lld ops, %.2f ms summed", p.phase.c_str(),
                  static_cast<long long>(p.ops), p.op_seconds * 1e3);
     if (p.wall_seconds > 0) {
@@ -120,11 +120,11 @@ void print_profile(std::FILE* out, const std::vector<PhaseProfile>& phases, size
   }
 }
 
-nlohmann::json profile_json(const std::vector<PhaseProfile>& phases) {
+nlohmann::json op_times_json(const std::vector<PhaseOpTimes>& phases) {
   nlohmann::json j;
   j["method"] = one_line(kMethod);
   j["phases"] = nlohmann::json::object();
-  for (const PhaseProfile& p : phases) {
+  for (const PhaseOpTimes& p : phases) {
     nlohmann::json& jp = j["phases"][p.phase];
     jp["wall_s"] = p.wall_seconds > 0 ? nlohmann::json(p.wall_seconds) : nlohmann::json();
     jp["timed_s"] = p.timed_seconds > 0 ? nlohmann::json(p.timed_seconds) : nlohmann::json();

@@ -1,4 +1,4 @@
-#include "backend/profiling_backend.h"
+#include "backend/op_timing_backend.h"
 
 #include <algorithm>
 #include <cctype>
@@ -116,30 +116,30 @@ std::string OpBucket::label() const {
   return s;
 }
 
-void ProfilingBackend::set_phase(std::string_view phase) {
+void OpTimingBackend::set_phase(std::string_view phase) {
   std::lock_guard<std::mutex> lock(mu_);
   phase_ = std::string(phase);
 }
 
-std::string ProfilingBackend::phase() const {
+std::string OpTimingBackend::phase() const {
   std::lock_guard<std::mutex> lock(mu_);
   return phase_;
 }
 
-std::vector<OpBucket> ProfilingBackend::buckets() const {
+std::vector<OpBucket> OpTimingBackend::buckets() const {
   std::lock_guard<std::mutex> lock(mu_);
   return buckets_;
 }
 
-void ProfilingBackend::clear() {
+void OpTimingBackend::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   buckets_.clear();
   index_.clear();
   deferred_ = Status();
 }
 
-void ProfilingBackend::add(std::string_view kind, std::string shape, double seconds, uint64_t bytes,
-                           int64_t keys) {
+void OpTimingBackend::add(std::string_view kind, std::string shape, double seconds, uint64_t bytes,
+                          int64_t keys) {
   std::lock_guard<std::mutex> lock(mu_);
   Key key{phase_, std::string(kind), std::move(shape)};
   auto [it, inserted] = index_.try_emplace(key, buckets_.size());
@@ -159,8 +159,8 @@ void ProfilingBackend::add(std::string_view kind, std::string shape, double seco
 }
 
 template <class Enqueue>
-void ProfilingBackend::time_transfer(Stream& stream, std::string_view kind, size_t bytes,
-                                     Enqueue&& enqueue) {
+void OpTimingBackend::time_transfer(Stream& stream, std::string_view kind, size_t bytes,
+                                    Enqueue&& enqueue) {
   const auto start = Clock::now();
   enqueue();
   Status st = inner_.synchronize(stream);
@@ -172,27 +172,27 @@ void ProfilingBackend::time_transfer(Stream& stream, std::string_view kind, size
   }
 }
 
-void ProfilingBackend::copy_to_device(Stream& stream, void* dst, const void* host_src,
-                                      size_t bytes) {
+void OpTimingBackend::copy_to_device(Stream& stream, void* dst, const void* host_src,
+                                     size_t bytes) {
   time_transfer(stream, "copy_to_device", bytes,
                 [&] { inner_.copy_to_device(stream, dst, host_src, bytes); });
 }
 
-void ProfilingBackend::copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) {
+void OpTimingBackend::copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) {
   time_transfer(stream, "copy_to_host", bytes,
                 [&] { inner_.copy_to_host(stream, host_dst, src, bytes); });
 }
 
-void ProfilingBackend::copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) {
+void OpTimingBackend::copy_on_device(Stream& stream, void* dst, const void* src, size_t bytes) {
   time_transfer(stream, "copy_on_device", bytes,
                 [&] { inner_.copy_on_device(stream, dst, src, bytes); });
 }
 
-void ProfilingBackend::fill_zero(Stream& stream, void* dst, size_t bytes) {
+void OpTimingBackend::fill_zero(Stream& stream, void* dst, size_t bytes) {
   time_transfer(stream, "fill_zero", bytes, [&] { inner_.fill_zero(stream, dst, bytes); });
 }
 
-Status ProfilingBackend::run(Stream& stream, const Op& op) {
+Status OpTimingBackend::run(Stream& stream, const Op& op) {
   OpSignature sig = op_signature(op);
   const auto start = Clock::now();
   FERRY_RETURN_IF_ERROR(inner_.run(stream, op));
@@ -201,7 +201,7 @@ Status ProfilingBackend::run(Stream& stream, const Op& op) {
   return {};
 }
 
-Status ProfilingBackend::synchronize(Stream& stream) {
+Status OpTimingBackend::synchronize(Stream& stream) {
   Status st = inner_.synchronize(stream);
   std::lock_guard<std::mutex> lock(mu_);
   if (!deferred_.ok()) return std::exchange(deferred_, Status());

@@ -1,21 +1,24 @@
-// ProfilingBackend (`ferry bench --op-profile`): a tiny Alpamayo inference through the decorator
+// OpTimingBackend (`ferry bench --op-profile`): a tiny Alpamayo inference through the decorator
 // gives the same outputs as without it, and every op the model emits lands in its phase's
 // buckets. The reference for "what the model emits" is an independent recording decorator under
-// the profiler, labelled by its own provider wrapper from each Call.
+// the timer, labelled by its own provider wrapper from each Call.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/profiling_backend.h"
-#include "cli/profile_report.h"
-#include "measure/profiling_provider.h"
-#include "exec/resident_weights.h"
+#include "backend/op_timing_backend.h"
+#include "cli/op_timing_report.h"
+#include "exec/executor.h"
+#include "exec/session.h"
+#include "measure/op_timing_provider.h"
 #include "model/call_sequence.h"
 #include "model/inference.h"
 #include "model/presets.h"
@@ -108,7 +111,7 @@ class RecordingBackend final : public Backend {
 class RecordingProvider final : public GroupProvider {
  public:
   RecordingProvider(GroupProvider& inner, RecordingBackend& rec) : inner_(inner), rec_(rec) {}
-  // The inputs go up before the first call, in its phase (as ProfilingProvider counts them).
+  // The inputs go up before the first call, in its phase (as OpTimingProvider counts them).
   Status begin(Stream& stream, std::span<const Call> calls) override {
     if (!calls.empty()) rec_.phase = phase_name(calls.front().phase);
     return inner_.begin(stream, calls);
@@ -125,7 +128,7 @@ class RecordingProvider final : public GroupProvider {
   RecordingBackend& rec_;
 };
 
-class ProfiledAlpamayo : public ::testing::Test {
+class OpTimedAlpamayo : public ::testing::Test {
  protected:
   void SetUp() override {
     auto c = preset("alpamayo-tiny");
@@ -138,11 +141,8 @@ class ProfiledAlpamayo : public ::testing::Test {
     auto ckpt = Checkpoint::open(dir_);
     ASSERT_TRUE(ckpt.ok());
     ASSERT_TRUE(bind_checkpoint(weights_, *ckpt).ok());
+    ckpt_.emplace(std::move(*ckpt));
     cpu_ = create_cpu_backend();
-    auto stream = cpu_->create_stream();
-    auto resident = ResidentWeights::load(*cpu_, *stream, weights_, *ckpt);
-    ASSERT_TRUE(resident.ok()) << resident.error().to_string();
-    resident_ = std::move(*resident);
     w_.num_images = 2;
     w_.image_height = 64;
     w_.image_width = 96;
@@ -150,28 +150,34 @@ class ProfiledAlpamayo : public ::testing::Test {
     w_.gen_tokens = 4;
     w_.flow_steps = 3;
     w_.seed = 5;
+    // As `bench --op-profile` does: a session with every group resident, whose provider the
+    // profiled run then borrows.
+    auto session = Session::open(*cpu_, config_, weights_, *ckpt_, w_, SessionOptions{});
+    ASSERT_TRUE(session.ok()) << session.error().to_string();
+    session_ = std::move(*session);
   }
 
-  testing::ScratchDir scratch_{"ferry_profile", /*create=*/false};
+  testing::ScratchDir scratch_{"ferry_op_timing", /*create=*/false};
   std::string dir_ = scratch_.str();
   ModelConfig config_;
   ModelWeights weights_;
+  std::optional<Checkpoint> ckpt_;
   std::unique_ptr<Backend> cpu_;
-  ResidentWeights resident_;
   Workload w_;
+  std::unique_ptr<Session> session_;
 };
 
-TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) {
-  auto plain = run_inference(*cpu_, config_, weights_, resident_, w_, {});
+TEST_F(OpTimedAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) {
+  auto plain = session_->run();
   ASSERT_TRUE(plain.ok()) << plain.error().to_string();
 
   RecordingBackend rec(*cpu_);
-  ProfilingBackend profiler(rec);
-  RecordingProvider rec_provider(resident_, rec);
-  ProfilingProvider provider(rec_provider, profiler);
+  OpTimingBackend timer(rec);
+  RecordingProvider rec_provider(session_->provider(), rec);
+  OpTimingProvider provider(rec_provider, timer);
   InferenceOptions ungraphed;
   ungraphed.exec.graphs = false;
-  auto prof = run_inference(profiler, config_, weights_, provider, w_, ungraphed);
+  auto prof = run_inference(timer, config_, weights_, provider, w_, ungraphed);
   ASSERT_TRUE(prof.ok()) << prof.error().to_string();
 
   // Identical outputs.
@@ -181,8 +187,8 @@ TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) 
   EXPECT_EQ(prof->actions_hash, plain->actions_hash);
   EXPECT_EQ(prof->actions, plain->actions);
 
-  // Every (phase, kind) the model emitted has the same count and bytes in the profile.
-  const std::vector<OpBucket> buckets = profiler.buckets();
+  // Every (phase, kind) the model emitted has the same count and bytes in the op timing.
+  const std::vector<OpBucket> buckets = timer.buckets();
   std::map<std::pair<std::string, std::string>, int64_t> counts;
   std::map<std::pair<std::string, std::string>, uint64_t> bytes;
   std::map<std::string, double> op_seconds;
@@ -197,7 +203,7 @@ TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) 
   }
   EXPECT_EQ(counts, rec.counts);
   EXPECT_EQ(bytes, rec.bytes);
-  // The profiler synchronized after each of them, and nothing ran before the first call.
+  // The timer synchronized after each of them, and nothing ran before the first call.
   int64_t total = 0;
   for (const auto& [key, n] : rec.counts) total += n;
   EXPECT_GE(rec.syncs, total);
@@ -248,9 +254,9 @@ TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) 
   }
 
   // The summary keeps every op and orders by time.
-  const std::vector<cli::PhaseProfile> summary = cli::summarize_profile(buckets, prof->times);
-  ASSERT_EQ(summary.size(), 4u);
-  for (const cli::PhaseProfile& p : summary) {
+  const std::vector<cli::PhaseOpTimes> summary = cli::summarize_op_times(buckets, prof->times);
+  ASSERT_EQ(summary.size(), kPhaseCount);
+  for (const cli::PhaseOpTimes& p : summary) {
     EXPECT_EQ(p.ops, phase_ops[p.phase]) << p.phase;
     EXPECT_DOUBLE_EQ(p.op_seconds, op_seconds[p.phase]) << p.phase;
     for (size_t i = 1; i < p.buckets.size(); ++i) {
@@ -259,7 +265,7 @@ TEST_F(ProfiledAlpamayo, SameOutputsEveryOpCountedInItsPhaseTimesWithinTheWall) 
   }
 }
 
-TEST(ProfilingBackend, ShapeSignatures) {
+TEST(OpTimingBackend, ShapeSignatures) {
   uint16_t d = 0;  // never read: signatures look at shapes only
   Linear lin{make_view(&d, DType::bf16, 11520, 1152), make_view(&d, DType::bf16, 3456, 1152),
              make_view(&d, DType::bf16, 1, 3456), make_view(&d, DType::bf16, 11520, 3456),
@@ -290,12 +296,12 @@ TEST(ProfilingBackend, ShapeSignatures) {
   EXPECT_EQ(s.keys, 3008);
 }
 
-TEST(ProfilingBackend, AttentionBucketKeepsTheKeyRangeAndCopiesTheirBytes) {
+TEST(OpTimingBackend, AttentionBucketKeepsTheKeyRangeAndCopiesTheirBytes) {
   auto cpu = create_cpu_backend();
-  ProfilingBackend profiler(*cpu);
-  auto stream = profiler.create_stream();
+  OpTimingBackend timer(*cpu);
+  auto stream = timer.create_stream();
   std::vector<uint16_t> q(2 * 8, 0x3f80), k(6 * 4, 0x3f80), out(2 * 8);
-  profiler.set_phase("decode");
+  timer.set_phase("decode");
   for (int64_t keys : {4, 6, 5}) {
     Attention a;
     a.q = make_view(q.data(), DType::bf16, 2, 8);
@@ -307,14 +313,14 @@ TEST(ProfilingBackend, AttentionBucketKeepsTheKeyRangeAndCopiesTheirBytes) {
     a.head_dim = 4;
     a.causal = true;
     a.q_pos0 = keys - 2;
-    ASSERT_TRUE(profiler.run(*stream, a).ok());
+    ASSERT_TRUE(timer.run(*stream, a).ok());
   }
   std::vector<uint16_t> host(16);
-  profiler.copy_to_host(*stream, host.data(), out.data(), 32);
-  profiler.copy_to_host(*stream, host.data(), out.data(), 32);
-  ASSERT_TRUE(profiler.synchronize(*stream).ok());
+  timer.copy_to_host(*stream, host.data(), out.data(), 32);
+  timer.copy_to_host(*stream, host.data(), out.data(), 32);
+  ASSERT_TRUE(timer.synchronize(*stream).ok());
 
-  const std::vector<OpBucket> b = profiler.buckets();
+  const std::vector<OpBucket> b = timer.buckets();
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].count, 3);
   EXPECT_EQ(b[0].phase, "decode");
@@ -322,24 +328,24 @@ TEST(ProfilingBackend, AttentionBucketKeepsTheKeyRangeAndCopiesTheirBytes) {
   EXPECT_EQ(b[1].label(), "copy_to_host 32 B");
   EXPECT_EQ(b[1].count, 2);
   EXPECT_EQ(b[1].bytes, 64u);
-  profiler.clear();
-  EXPECT_TRUE(profiler.buckets().empty());
+  timer.clear();
+  EXPECT_TRUE(timer.buckets().empty());
 }
 
-TEST(ProfilingBackend, RejectedOpIsReturnedAndNotRecorded) {
+TEST(OpTimingBackend, RejectedOpIsReturnedAndNotRecorded) {
   auto cpu = create_cpu_backend();
-  ProfilingBackend profiler(*cpu);
-  auto stream = profiler.create_stream();
+  OpTimingBackend timer(*cpu);
+  auto stream = timer.create_stream();
   std::vector<uint16_t> x(64), y(64);
   const Cast bad{make_view(x.data(), DType::bf16, 8, 8), make_view(y.data(), DType::i32, 8, 8)};
-  const Status st = profiler.run(*stream, bad);
+  const Status st = timer.run(*stream, bad);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("cast"), std::string::npos) << st.error().message;
-  EXPECT_TRUE(profiler.buckets().empty());
-  EXPECT_EQ(profiler.phase(), "other");
+  EXPECT_TRUE(timer.buckets().empty());
+  EXPECT_EQ(timer.phase(), "other");
 }
 
-TEST(ProfileReport, PhasesInExecutionOrderSharesOfTheWallOthersLast) {
+TEST(OpTimingReport, PhasesInExecutionOrderSharesOfTheWallOthersLast) {
   auto bucket = [](std::string phase, std::string kind, std::string shape, int64_t count,
                    double seconds) {
     OpBucket b;
@@ -359,13 +365,13 @@ TEST(ProfileReport, PhasesInExecutionOrderSharesOfTheWallOthersLast) {
   };
   PhaseTimes times;
   times.seconds = {0.0, 0.004, 0.010, 0.0};
-  const auto phases = cli::summarize_profile(buckets, times);
+  const auto phases = cli::summarize_op_times(buckets, times);
   ASSERT_EQ(phases.size(), 3u);  // vision and expert had no ops
   EXPECT_EQ(phases[0].phase, "prefill");
   EXPECT_EQ(phases[1].phase, "decode");
   EXPECT_EQ(phases[2].phase, "other");
   EXPECT_DOUBLE_EQ(phases[2].wall_seconds, -1.0);
-  const cli::PhaseProfile& d = phases[1];
+  const cli::PhaseOpTimes& d = phases[1];
   EXPECT_EQ(d.ops, 40);
   EXPECT_DOUBLE_EQ(d.op_seconds, 0.009);
   ASSERT_EQ(d.buckets.size(), 3u);
@@ -376,7 +382,7 @@ TEST(ProfileReport, PhasesInExecutionOrderSharesOfTheWallOthersLast) {
   EXPECT_EQ(d.kinds[0].count, 30);
   EXPECT_DOUBLE_EQ(d.kinds[0].seconds, 0.005);
 
-  const nlohmann::json j = cli::profile_json(phases);
+  const nlohmann::json j = cli::op_times_json(phases);
   EXPECT_TRUE(j["method"].get<std::string>().find("10 us") != std::string::npos);
   const auto& jd = j["phases"]["decode"];
   EXPECT_DOUBLE_EQ(jd["wall_s"].get<double>(), 0.010);

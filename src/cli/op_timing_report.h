@@ -1,5 +1,5 @@
-// `ferry bench --profile`: the op-level breakdown of one profiled run (backend/profiling_backend.h)
-// per phase, as a table and as JSON.
+// `ferry bench --op-profile`: the op timing of one more run (backend/op_timing_backend.h), per
+// phase, as a table and as JSON.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/profiling_backend.h"
+#include "backend/op_timing_backend.h"
 #include "exec/executor.h"
 
 namespace ferry::cli {
@@ -19,7 +19,7 @@ struct KindTotal {
   double seconds = 0.0;
 };
 
-struct PhaseProfile {
+struct PhaseOpTimes {
   std::string phase;
   double wall_seconds = -1.0;   // the phase's wall time in the profiled run; < 0 when unknown
   double timed_seconds = -1.0;  // the same phase in the timed runs (median), when the caller has it
@@ -34,16 +34,16 @@ struct PhaseProfile {
 
 // Phases in execution order (vision, prefill, decode, expert), then any other label ("other":
 // ops enqueued before the first call); wall times from the profiled run's own PhaseTimes.
-std::vector<PhaseProfile> summarize_profile(const std::vector<OpBucket>& buckets,
-                                            const PhaseTimes& times);
+std::vector<PhaseOpTimes> summarize_op_times(const std::vector<OpBucket>& buckets,
+                                             const PhaseTimes& times);
 
 // The table: a header saying how ops were timed, then per phase the totals, a line by op kind
 // and the `top` buckets by total time.
-void print_profile(std::FILE* out, const std::vector<PhaseProfile>& phases, size_t top);
+void print_op_times(std::FILE* out, const std::vector<PhaseOpTimes>& phases, size_t top);
 
 // {"method": ..., "phases": {"vision": {"wall_s", "timed_s", "op_s", "ops", "kinds": [...],
 //  "ops_by_time": [{"op", "shape", "label", "count", "total_s", "mean_us", "share", ...}]}}}
 // with every bucket, not only the top ones.
-nlohmann::json profile_json(const std::vector<PhaseProfile>& phases);
+nlohmann::json op_times_json(const std::vector<PhaseOpTimes>& phases);
 
 }  // namespace ferry::cli
