@@ -18,6 +18,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
+#include "backend/cuda/device_limits.cuh"
 
 namespace ferry::cuda {
 namespace {
@@ -343,7 +344,10 @@ Status run_attention(const OpContext& ctx, const Attention& op) {
     return make_error(ErrorCode::unsupported,
                       "attention: cuda supports head_dim <= 128, got " + std::to_string(d_head));
   }
-  if (attention_decode_fits(op)) return run_attention_decode(ctx, op);  // S·group <= 16
+  if (attention_decode_fits(op)) {  // S·group <= 16, and a variant fits the device's shared memory
+    FERRY_ASSIGN_OR_RETURN(const DeviceLimits* dev, limits_for(ctx.limits));
+    if (attention_decode_fits_device(op, *dev)) return run_attention_decode(ctx, op);
+  }
   AttnParams p{};
   p.q = ptr<const bf16_t>(op.q);
   p.q_stride = op.q.stride();

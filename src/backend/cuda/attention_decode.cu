@@ -22,6 +22,12 @@
 //   accumulates P·V for dims [w·D/4, (w+1)·D/4) over all the split's keys, so the block ends with
 //   one (o, m, l) per row and no per-warp partials to merge.
 // - Output: one split: bf16(o / l) directly. Several: fp32 partials, then the combine kernel.
+// - Shared memory (DecodeSmem): K and V of the split, P as hi/lo, the row maxima and sums; 77 KB
+//   for 128 keys of head_dim 128, 153 KB for 256. Where the device (or FERRY_MAX_SHARED_BYTES)
+//   allows less, the kShareKV variant lands V in K's buffer once every warp has scored its keys
+//   (V's copies then overlap the softmax instead of the scores): 86 KB at 256 keys of head_dim
+//   128, under the 99 KB of an sm_86/89/120 card. Same split, same instructions on the same
+//   values: the same output bits (op_harness_small_smem_test.cpp).
 // - Combine: a block per (row, 32 dims). Thread group g (8 threads × 4 dims, 16-byte loads)
 //   sums splits g, g+16, ... in index order, then the 16 groups are added in order: a fixed
 //   reduction order, no atomics, the same bits every run. It reads only the splits that can hold
@@ -34,6 +40,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
+#include "backend/cuda/device_limits.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace ferry::cuda {
@@ -51,13 +58,15 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = kDecodeMaxRows;
 
-template <int D, int kSplit>
+// kShareKV: one K/V buffer, V copied into it after the scores (the small-device variant).
+template <int D, int kSplit, bool kShareKV>
 struct DecodeSmem {
   static constexpr int kStride = D + 8;        // bf16 per K/V row: +16 bytes, so the 8 rows an
                                                // ldmatrix reads fall in distinct banks
   static constexpr int kPStride = kSplit + 8;  // bf16 per P row, same reason
-  bf16_t k[kSplit * kStride];
-  bf16_t v[kSplit * kStride];
+  bf16_t kv[(kShareKV ? 1 : 2) * kSplit * kStride];  // K's rows, then V's (kShareKV: V over K)
+  __device__ bf16_t* k() { return kv; }
+  __device__ bf16_t* v() { return kShareKV ? kv : kv + kSplit * kStride; }
   bf16_t p_hi[kRows * kPStride];
   bf16_t p_lo[kRows * kPStride];
   float row_max[kWarps][kRows];
@@ -82,9 +91,9 @@ __device__ __forceinline__ RowRef row_ref(const AttnParams& p, int kvh, int r) {
   return {qi, int64_t{kvh} * p.group + (r - qi * p.group)};
 }
 
-template <int D, int kSplit>
+template <int D, int kSplit, bool kShareKV>
 __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnParams p) {
-  using Smem = DecodeSmem<D, kSplit>;
+  using Smem = DecodeSmem<D, kSplit, kShareKV>;
   constexpr int kStride = Smem::kStride;
   constexpr int kPStride = Smem::kPStride;
   constexpr int kVecs = D / 8;                // 16-byte vectors per K/V row
@@ -129,41 +138,42 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
     return;
   }
 
-  // Request the split's K rows (one group), then its V rows (another). Thread tid moves column
-  // vector tid % kVecs of rows tid / kVecs + u·kRowStep: a warp reads whole row segments. Keys
-  // at or past ke are zero-filled without a read (their address is key kb's, which is valid).
-  {
-    const int col = (tid % kVecs) * 8;
-    const int row0 = tid / kVecs;
-    const int n_keys = static_cast<int>(ke - kb);
-    auto issue = [&](const bf16_t* const(&base)[2], const int64_t(&stride)[2], bf16_t* dst) {
-      auto key_ptr = [&](int64_t key) {
-        const int s = key < p.span0 ? 0 : 1;
-        const int64_t row = s == 0 ? key : key - p.span0;
-        return base[s] + row * stride[s] + int64_t{kvh} * D + col;
-      };
-      const bf16_t* const at_kb = key_ptr(kb);
-      if (ke <= p.span0 || kb >= p.span0) {
-        // The usual case, all keys in one span: one pointer advanced by a constant step.
-        const int64_t step = kRowStep * stride[kb < p.span0 ? 0 : 1];
-        const bf16_t* src = at_kb + row0 * (step / kRowStep);
-#pragma unroll
-        for (int u = 0; u < kLoads; ++u) {
-          const int j = row0 + u * kRowStep;
-          cp_async_16(dst + j * kStride + col, j < n_keys ? src : at_kb, j < n_keys);
-          src += step;
-        }
-      } else {
-#pragma unroll 1
-        for (int u = 0; u < kLoads; ++u) {
-          const int j = row0 + u * kRowStep;
-          cp_async_16(dst + j * kStride + col, j < n_keys ? key_ptr(kb + j) : at_kb, j < n_keys);
-        }
-      }
+  // Request the split's K rows (one group), then its V rows (another; with kShareKV after the
+  // scores). Thread tid moves column vector tid % kVecs of rows tid / kVecs + u·kRowStep: a warp
+  // reads whole row segments. Keys at or past ke are zero-filled without a read (their address
+  // is key kb's, which is valid).
+  const int col = (tid % kVecs) * 8;
+  const int row0 = tid / kVecs;
+  const int n_keys = static_cast<int>(ke - kb);
+  auto issue = [&](const bf16_t* const(&base)[2], const int64_t(&stride)[2], bf16_t* dst) {
+    auto key_ptr = [&](int64_t key) {
+      const int s = key < p.span0 ? 0 : 1;
+      const int64_t row = s == 0 ? key : key - p.span0;
+      return base[s] + row * stride[s] + int64_t{kvh} * D + col;
     };
-    issue(p.k, p.k_stride, sm.k);
-    cp_async_commit();
-    issue(p.v, p.v_stride, sm.v);
+    const bf16_t* const at_kb = key_ptr(kb);
+    if (ke <= p.span0 || kb >= p.span0) {
+      // The usual case, all keys in one span: one pointer advanced by a constant step.
+      const int64_t step = kRowStep * stride[kb < p.span0 ? 0 : 1];
+      const bf16_t* src = at_kb + row0 * (step / kRowStep);
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int j = row0 + u * kRowStep;
+        cp_async_16(dst + j * kStride + col, j < n_keys ? src : at_kb, j < n_keys);
+        src += step;
+      }
+    } else {
+#pragma unroll 1
+      for (int u = 0; u < kLoads; ++u) {
+        const int j = row0 + u * kRowStep;
+        cp_async_16(dst + j * kStride + col, j < n_keys ? key_ptr(kb + j) : at_kb, j < n_keys);
+      }
+    }
+  };
+  issue(p.k, p.k_stride, sm.k());
+  cp_async_commit();
+  if constexpr (!kShareKV) {
+    issue(p.v, p.v_stride, sm.v());
     cp_async_commit();
   }
 
@@ -199,8 +209,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
     }
   }
 
-  cp_async_wait<1>();  // this thread's K copies have landed
-  __syncthreads();     // ... and everyone's
+  cp_async_wait<kShareKV ? 0 : 1>();  // this thread's K copies have landed
+  __syncthreads();                     // ... and everyone's
 
   // Scores of this warp's keys: ldmatrix.x4 gives the B fragments of key tiles n and n+1 for one
   // 16-dim chunk (lane i points at key row (i % 8) of tile n + i / 16, dims +8·((i / 8) % 2)).
@@ -211,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
 #pragma unroll
   for (int n = 0; n < kKeyTiles; n += 2) {
     const bf16_t* kaddr =
-        &sm.k[(key0 + n * 8 + (lane / 16) * 8 + lane % 8) * kStride + ((lane / 8) % 2) * 8];
+        &sm.k()[(key0 + n * 8 + (lane / 16) * 8 + lane % 8) * kStride + ((lane / 8) % 2) * 8];
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       uint32_t b[4];
@@ -246,7 +256,11 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
     mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
     if (t == 0) sm.row_max[warp][g + 8 * h] = mx[h];
   }
-  __syncthreads();
+  __syncthreads();  // every warp is done with K (its scores are in registers)
+  if constexpr (kShareKV) {
+    issue(p.v, p.v_stride, sm.v());  // V over K, arriving while the softmax runs
+    cp_async_commit();
+  }
   float m_row[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -306,7 +320,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
     ldmatrix_x4(a_hi, &sm.p_hi[pat]);
     ldmatrix_x4(a_lo, &sm.p_lo[pat]);
     const bf16_t* vaddr =
-        &sm.v[(kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kStride + dim0 + (lane / 16) * 8];
+        &sm.v()[(kk * 16 + ((lane / 8) % 2) * 8 + lane % 8) * kStride + dim0 + (lane / 16) * 8];
 #pragma unroll
     for (int n = 0; n < kDimTiles; n += 2) {
       uint32_t b[4];
@@ -453,32 +467,61 @@ __global__ void __launch_bounds__(kCombineThreads)
   p.out[qi * p.out_stride + h * d_head + blockIdx.y * kCombineDims + tid] = f32_to_bf16(o);
 }
 
-template <int D, int kSplit>
-Status launch_decode(const AttnParams& p, int64_t splits, int kv_heads, cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(DecodeSmem<D, kSplit>);
-  // Over 48 KB of dynamic shared memory needs the opt-in, once per kernel (device 0 only).
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(attention_decode_kernel<D, kSplit>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-  if (opt_in != cudaSuccess) {
-    return make_error(ErrorCode::backend, std::string("attention_decode: shared memory opt-in: ") +
-                                              cudaGetErrorString(opt_in));
-  }
+template <int D, int kSplit, bool kShareKV>
+Status launch_decode_variant(const DeviceLimits& dev, const AttnParams& p, int64_t splits,
+                             int kv_heads, cudaStream_t stream) {
+  constexpr int kSmem = static_cast<int>(sizeof(DecodeSmem<D, kSplit, kShareKV>));
+  const auto kernel = attention_decode_kernel<D, kSplit, kShareKV>;
+  // Over 48 KB of dynamic shared memory needs the opt-in, per kernel and device.
+  FERRY_RETURN_IF_ERROR(opt_in_shared(dev, reinterpret_cast<const void*>(kernel), kSmem,
+                                      "attention_decode_kernel"));
   const dim3 grid(static_cast<unsigned>(kv_heads), static_cast<unsigned>(splits));
-  attention_decode_kernel<D, kSplit><<<grid, kThreads, kSmem, stream>>>(p);
+  kernel<<<grid, kThreads, kSmem, stream>>>(p);
   return launch_status("attention_decode_kernel");
 }
 
+// Shared memory of the variant that fits `allowed` bytes (the full one when it does), or 0.
+// The kShareKV variant exists for the splits whose full layout needs more than 48 KB.
+template <int D, int kSplit>
+constexpr bool kHasShareKV = sizeof(DecodeSmem<D, kSplit, false>) > 48 * 1024;
+
+template <int D, int kSplit>
+size_t decode_smem(size_t allowed) {
+  if (sizeof(DecodeSmem<D, kSplit, false>) <= allowed) return sizeof(DecodeSmem<D, kSplit, false>);
+  if (kHasShareKV<D, kSplit> && sizeof(DecodeSmem<D, kSplit, true>) <= allowed) {
+    return sizeof(DecodeSmem<D, kSplit, true>);
+  }
+  return 0;
+}
+
+template <int D, int kSplit>
+Status launch_decode(const DeviceLimits& dev, const AttnParams& p, int64_t splits, int kv_heads,
+                     cudaStream_t stream) {
+  const auto allowed = static_cast<size_t>(shared_bytes_allowed(dev));
+  if (sizeof(DecodeSmem<D, kSplit, false>) <= allowed) {
+    return launch_decode_variant<D, kSplit, false>(dev, p, splits, kv_heads, stream);
+  }
+  if constexpr (kHasShareKV<D, kSplit>) {
+    if (sizeof(DecodeSmem<D, kSplit, true>) <= allowed) {
+      return launch_decode_variant<D, kSplit, true>(dev, p, splits, kv_heads, stream);
+    }
+  }
+  return make_error(ErrorCode::unsupported,
+                    "attention_decode: " + std::to_string(kSplit) + " keys of head_dim " +
+                        std::to_string(D) + " need more shared memory than the " +
+                        std::to_string(allowed) + " bytes " + dev.name + " allows");
+}
+
 template <int D>
-Status launch_decode_dim(const AttnParams& p, int split_keys, int64_t splits, int kv_heads,
-                         cudaStream_t stream) {
+Status launch_decode_dim(const DeviceLimits& dev, const AttnParams& p, int split_keys,
+                         int64_t splits, int kv_heads, cudaStream_t stream) {
   switch (split_keys) {
     case 64:
-      return launch_decode<D, 64>(p, splits, kv_heads, stream);
+      return launch_decode<D, 64>(dev, p, splits, kv_heads, stream);
     case 128:
-      return launch_decode<D, 128>(p, splits, kv_heads, stream);
+      return launch_decode<D, 128>(dev, p, splits, kv_heads, stream);
     default:
-      return launch_decode<D, 256>(p, splits, kv_heads, stream);
+      return launch_decode<D, 256>(dev, p, splits, kv_heads, stream);
   }
 }
 
@@ -501,6 +544,25 @@ bool attention_decode_fits(const Attention& op) {
     keys += op.kv[s].k.rows;
   }
   return attention_decode_splits(keys, kDecodeSplitKeys) <= kMaxSplits;
+}
+
+size_t attention_decode_smem_bytes(int head_dim, int split_keys, size_t allowed) {
+  const bool d64 = head_dim == 64;
+  switch (split_keys) {
+    case 64:
+      return d64 ? decode_smem<64, 64>(allowed) : decode_smem<128, 64>(allowed);
+    case 128:
+      return d64 ? decode_smem<64, 128>(allowed) : decode_smem<128, 128>(allowed);
+    case 256:
+      return d64 ? decode_smem<64, 256>(allowed) : decode_smem<128, 256>(allowed);
+    default:
+      return 0;
+  }
+}
+
+bool attention_decode_fits_device(const Attention& op, const DeviceLimits& dev, int split_keys) {
+  const auto allowed = static_cast<size_t>(shared_bytes_allowed(dev));
+  return attention_decode_smem_bytes(static_cast<int>(op.head_dim), split_keys, allowed) != 0;
 }
 
 int64_t attention_decode_splits(int64_t keys, int split_keys) {
@@ -556,10 +618,11 @@ Status run_attention_decode(const OpContext& ctx, const Attention& op, int split
       return make_error(ErrorCode::backend, "attention_decode: scratch not 16-byte aligned");
     }
   }
+  FERRY_ASSIGN_OR_RETURN(const DeviceLimits* dev, limits_for(ctx.limits));
   FERRY_RETURN_IF_ERROR(
       op.head_dim == 64
-          ? launch_decode_dim<64>(p, split_keys, splits, op.num_kv_heads, ctx.stream)
-          : launch_decode_dim<128>(p, split_keys, splits, op.num_kv_heads, ctx.stream));
+          ? launch_decode_dim<64>(*dev, p, split_keys, splits, op.num_kv_heads, ctx.stream)
+          : launch_decode_dim<128>(*dev, p, split_keys, splits, op.num_kv_heads, ctx.stream));
   if (splits > 1) {
     const dim3 grid(static_cast<unsigned>(prow), static_cast<unsigned>(op.head_dim / kCombineDims));
     attention_decode_combine_kernel<<<grid, kCombineThreads, 0, ctx.stream>>>(p, splits,

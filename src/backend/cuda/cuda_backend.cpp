@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/device_limits.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/nvml_probe.h"
 #include "backend/cuda/op_context.h"
@@ -141,10 +142,12 @@ bool refuse_while_capturing(CudaStream& s, std::string_view what) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, cudaDeviceProp prop, UniqueLtHandle lt, std::unique_ptr<NvmlProbe> probe,
+  CudaBackend(int device, cudaDeviceProp prop, const DeviceLimits* limits, UniqueLtHandle lt,
+              std::unique_ptr<NvmlProbe> probe,
               std::vector<std::pair<std::string, double>> creation)
       : device_(device),
         prop_(prop),
+        limits_(limits),
         lt_(std::move(lt)),
         probe_(std::move(probe)),
         creation_(std::move(creation)) {}
@@ -438,6 +441,7 @@ class CudaBackend final : public Backend {
     ctx.workspace_bytes = s.workspace_bytes();
     ctx.algo_cache = &algo_cache_;
     ctx.scratch = &s.scratch();
+    ctx.limits = limits_;
     return run_cuda_op(ctx, op);
   }
 
@@ -527,6 +531,7 @@ class CudaBackend final : public Backend {
  private:
   int device_ = 0;
   cudaDeviceProp prop_{};
+  const DeviceLimits* limits_ = nullptr;  // read at creation; what the launchers size kernels by
   UniqueLtHandle lt_;
   LinearAlgoCache algo_cache_;
   std::unique_ptr<NvmlProbe> probe_;  // may be null
@@ -566,8 +571,14 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
     (void)cudaGetLastError();
   }
   step("nvml");
+  // The card's limits, before a context is made: a card ferry cannot run on is refused here, in
+  // one line that names it.
+  FERRY_ASSIGN_OR_RETURN(const DeviceLimits* limits, device_limits(device));
+  if (limits->cc_major < kMinComputeMajor) return check_device_supported(*limits).error();
   FERRY_CUDA_CHECK(cudaSetDevice(device));
   FERRY_CUDA_CHECK(cudaFree(nullptr));  // the primary context, made now if cudaSetDevice did not
+  // This binary's code for the card (SASS or PTX the driver can JIT-compile).
+  FERRY_RETURN_IF_ERROR(check_device_supported(*limits));
   // The context reserves local memory for every thread the device can hold at the per-thread
   // stack limit (1 KiB by default: ~260 MiB on a 132-SM H200), all of it inside the budget.
   // The driver grows the limit at a launch that needs more (cuCtxSetLimit's contract), so start
@@ -594,7 +605,7 @@ Result<std::unique_ptr<Backend>> create_cuda_backend() {
   FERRY_ASSIGN_OR_RETURN(UniqueLtHandle lt, make_lt_handle());
   step("cublaslt");
   return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(
-      device, prop, std::move(lt), std::move(probe), std::move(creation)));
+      device, prop, limits, std::move(lt), std::move(probe), std::move(creation)));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // linear_skinny.cu and linear_skinny64.cu explain the designs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/op_context.h"
@@ -38,6 +39,11 @@ struct Skinny64Config {
   int unroll = 2;
   int splits = 0;
 };
+
+// The unroll the kernel runs for M rows when `unroll` is asked for and `allowed` bytes of dynamic
+// shared memory are allowed per block: `unroll` when its x stages fit, else 2 (same bits: each
+// warp adds its steps in k order whatever the unroll), 0 when neither fits (M > 32 needs 48 KB).
+int linear_skinny64_unroll(int64_t m, int unroll, size_t allowed);
 
 // kSkinnyMaxM < M <= kSkinny64MaxM, and the same conditions on K and w as linear_skinny_fits.
 bool linear_skinny64_fits(const Linear& op);

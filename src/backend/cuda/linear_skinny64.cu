@@ -29,6 +29,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
+#include "backend/cuda/device_limits.cuh"
 #include "backend/cuda/linear_skinny.cuh"
 #include "backend/cuda/linear_skinny_impl.cuh"
 
@@ -217,16 +218,12 @@ struct Launch {
 };
 
 template <class YT, int MT, int kUnroll>
-Status launch(const OpContext& ctx, const Linear& op, const Launch& l) {
+Status launch(const OpContext& ctx, const DeviceLimits& dev, const Linear& op, const Launch& l) {
   constexpr size_t kSmem = smem_bytes<MT, kUnroll>();
-  // Over 48 KB of dynamic shared memory needs the opt-in, once per kernel (device 0 only).
-  static const cudaError_t opt_in =
-      cudaFuncSetAttribute(linear_skinny64_kernel<YT, MT, kUnroll>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-  if (opt_in != cudaSuccess) {
-    return make_error(ErrorCode::backend, std::string("linear_skinny64: shared memory opt-in: ") +
-                                              cudaGetErrorString(opt_in));
-  }
+  // Over 48 KB of dynamic shared memory needs the opt-in, per kernel and device.
+  FERRY_RETURN_IF_ERROR(
+      opt_in_shared(dev, reinterpret_cast<const void*>(linear_skinny64_kernel<YT, MT, kUnroll>),
+                    static_cast<int>(kSmem), "linear_skinny64_kernel"));
   const int64_t n = op.y.cols;
   const dim3 grid(static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>(l.splits));
@@ -244,21 +241,47 @@ Status launch(const OpContext& ctx, const Linear& op, const Launch& l) {
   return launch_status("skinny64_combine_kernel");
 }
 
+int mt_for(int64_t m) {
+  return m <= 16 ? 2 : (m <= 32 ? 4 : 8);
+}
+
 template <class YT, int kUnroll>
-Status launch_mt(const OpContext& ctx, const Linear& op, const Launch& l) {
-  const int64_t m = op.y.rows;
-  if (m <= 16) return launch<YT, 2, kUnroll>(ctx, op, l);
-  if (m <= 32) return launch<YT, 4, kUnroll>(ctx, op, l);
-  return launch<YT, 8, kUnroll>(ctx, op, l);
+Status launch_mt(const OpContext& ctx, const DeviceLimits& dev, const Linear& op,
+                 const Launch& l) {
+  switch (mt_for(op.y.rows)) {
+    case 2:
+      return launch<YT, 2, kUnroll>(ctx, dev, op, l);
+    case 4:
+      return launch<YT, 4, kUnroll>(ctx, dev, op, l);
+    default:
+      return launch<YT, 8, kUnroll>(ctx, dev, op, l);
+  }
 }
 
 template <int kUnroll>
-Status launch_unroll(const OpContext& ctx, const Linear& op, const Launch& l) {
-  return op.y.dtype == DType::bf16 ? launch_mt<bf16_t, kUnroll>(ctx, op, l)
-                                   : launch_mt<float, kUnroll>(ctx, op, l);
+Status launch_unroll(const OpContext& ctx, const DeviceLimits& dev, const Linear& op,
+                     const Launch& l) {
+  return op.y.dtype == DType::bf16 ? launch_mt<bf16_t, kUnroll>(ctx, dev, op, l)
+                                   : launch_mt<float, kUnroll>(ctx, dev, op, l);
+}
+
+size_t smem_for(int mt, int unroll) {
+  switch (mt) {
+    case 2:
+      return unroll == 2 ? smem_bytes<2, 2>() : smem_bytes<2, 4>();
+    case 4:
+      return unroll == 2 ? smem_bytes<4, 2>() : smem_bytes<4, 4>();
+    default:
+      return unroll == 2 ? smem_bytes<8, 2>() : smem_bytes<8, 4>();
+  }
 }
 
 }  // namespace
+
+int linear_skinny64_unroll(int64_t m, int unroll, size_t allowed) {
+  if (unroll == 4 && smem_for(mt_for(m), 4) <= allowed) return 4;
+  return smem_for(mt_for(m), 2) <= allowed ? 2 : 0;
+}
 
 bool linear_skinny64_fits(const Linear& op) {
   const int64_t m = op.y.rows;
@@ -287,6 +310,15 @@ Status run_linear_skinny64(const OpContext& ctx, const Linear& op, Skinny64Confi
   const int64_t n = op.y.cols;
   const int64_t k = op.w.cols;
   if (n == 0) return Status();
+  // The unroll asked for when its x stages fit the device's shared memory, else 2 (M = 64 with
+  // unroll 4 stages 96 KB). Each warp adds its steps in k order whatever the unroll: same bits.
+  FERRY_ASSIGN_OR_RETURN(const DeviceLimits* dev, limits_for(ctx.limits));
+  const int unroll =
+      linear_skinny64_unroll(m, config.unroll, static_cast<size_t>(shared_bytes_allowed(*dev)));
+  if (unroll == 0) {
+    return make_error(ErrorCode::unsupported, "linear_skinny64: the x stages need more shared "
+                                              "memory than " + dev->name + " allows");
+  }
 
   Launch l{ptr<const bf16_t>(op.x), op.x.stride(), nullptr, 1, 0};
   StreamScratch x_bf16;
@@ -321,7 +353,7 @@ Status run_linear_skinny64(const OpContext& ctx, const Linear& op, Skinny64Confi
     FERRY_ASSIGN_OR_RETURN(partial, take_scratch(ctx, static_cast<size_t>(l.splits * m * n) * 4));
     l.partial = static_cast<float*>(partial.get());
   }
-  return config.unroll == 2 ? launch_unroll<2>(ctx, op, l) : launch_unroll<4>(ctx, op, l);
+  return unroll == 2 ? launch_unroll<2>(ctx, *dev, op, l) : launch_unroll<4>(ctx, *dev, op, l);
 }
 
 }  // namespace ferry::cuda

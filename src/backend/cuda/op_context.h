@@ -14,6 +14,7 @@
 namespace ferry::cuda {
 
 class LinearAlgoCache;  // linear.cuh
+struct DeviceLimits;    // device_limits.cuh
 
 struct OpContext {
   cudaStream_t stream = nullptr;
@@ -22,6 +23,8 @@ struct OpContext {
   size_t workspace_bytes = 0;
   LinearAlgoCache* algo_cache = nullptr;
   ScratchStack* scratch = nullptr;  // the stream's op scratch (null: the default memory pool)
+  // The device the stream runs on (null: the calling thread's current device, looked up).
+  const DeviceLimits* limits = nullptr;
 };
 
 // `bytes` of scratch for the op being enqueued on ctx.stream, released in stream order.
