@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# The checks the GPU machine must keep passing, each a stage a caller names: the CUDA build, the
-# CUDA op harness, the unit tests, tiny models on both backends, the comparisons with
-# transformers, ferry bench and its sweep, the byte paths, compute-sanitizer, the start-up times
-# and the transformers peer. Full logs go under $OUT (the device tool brings them back); a short
-# table is printed last. Each step is time-boxed and independent of the others.
+# The checks the GPU machine must keep passing, each a stage a caller names (--help lists them).
+# Full logs go under $OUT (the device tool brings them back); a short table is printed last. Each
+# step is time-boxed and independent of the others.
 #   scripts/gpu_check.sh STAGE|GROUP...  in the order given; --help (or nothing) lists them
 # scripts/gpu_prebuild.sh builds the binaries on the development machine into .gpu/, with the
 # few shared libraries they need; FERRY_PREBUILT=.gpu makes every stage use them (carry .gpu).
@@ -96,9 +94,17 @@ stage_build() {  # cmake and build ferry and its tests (Release, CUDA sm_90), or
   step configure 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFERRY_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DFERRY_PYTHON=OFF
   step build 400 cmake --build "$build" -j "$(nproc)" --target ferry ferry_tests ferry_cuda_tests \
-    ferry_vision_dump ferry_expert_dump
+    ferry_vision_dump ferry_expert_dump ferry_exponent_decode_bench
 }
 stage_harness() { step cuda_harness 300 "$build/tests/ferry_cuda_tests"; }  # the CUDA op harness
+stage_smem99() {  # harness and tiny models, shared memory capped at 99 KB as on consumer cards
+  local LOGS=$LOGS/smem99; mkdir -p "$LOGS"; export FERRY_MAX_SHARED_BYTES=101376
+  stage_harness; stage_tiny; unset FERRY_MAX_SHARED_BYTES; }
+stage_decode() {  # the CUDA exponent decoder: its tests, memcheck on hostile input, GB/s by size
+  step decode_tests 120 "$build/tests/ferry_cuda_tests" --gtest_filter='ExponentDecode*'
+  step decode_memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$build/tests/ferry_cuda_tests" --gtest_filter='ExponentDecode.Hostile*:ExponentDecode.Random*'
+  step decode_bench 200 "$build/bench/ferry_exponent_decode_bench" --sizes 1,8,32,128,512 --init both; }
 stage_unit() { step unit_tests 300 "$build/tests/ferry_tests" --gtest_brief=1; }  # the unit tests
 stage_tiny() {  # tiny presets: the same tokens and hashes on CPU and CUDA, graphs on and off
   local preset be
@@ -257,9 +263,6 @@ qwen_workload=(--prompt-tokens 1500 --tokens 128)
 stage_sweep_ar1() { sweep_model alpamayo-r1-10b ar1 3; }  # profile, measured sweep vs prediction
 stage_sweep_8b() { sweep_model qwen3-8b 8b 1 "${qwen_workload[@]}"; }  # the same, Qwen3-8B
 # --- byte paths (issue 11; issue 8 d.1) ------------------------------------------------------
-# bytes_tiny: the probe (facts, rates, verdicts), the three host paths and the packed checkpoint
-# on alpamayo-tiny with every group streamed, each against the all-resident run, and the
-# sanitizers on the bounce path. bytes_ar1: the same on the full checkpoint at 15 GiB.
 byte_paths() {  # byte_paths PRESET LIMIT RUN_ARGS...
   local preset=$1 limit=$2; shift 2
   local m="$models/$preset" packed="$models/$preset-packed" p

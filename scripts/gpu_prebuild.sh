@@ -7,10 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${FERRY_BUILD_DIR:-build}
 FERRY_BUILD_DIR="$build" scripts/build.sh -DFERRY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-rm -rf .gpu && mkdir -p .gpu/tests .gpu/lib
+rm -rf .gpu && mkdir -p .gpu/tests .gpu/lib .gpu/bench
 cp "$build/ferry" .gpu/
 cp "$build/tests/ferry_cuda_tests" "$build/tests/ferry_tests" .gpu/tests/
-cp "$build/bench/ferry_context_memory" "$build/bench/ferry_exponent_decode_bench" .gpu/
+cp "$build/bench/ferry_context_memory" .gpu/
+cp "$build/bench/ferry_exponent_decode_bench" .gpu/bench/  # where gpu_check finds it in a build
 for lib in libpcre2-8.so.0 libutf8proc.so.2 libjpeg.so.62 libpng16.so.16; do
   # awk reads to the end: an early exit would stop ldconfig with SIGPIPE, fatal under pipefail
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ && !found {print $NF; found = 1}')
