@@ -8,7 +8,8 @@ debs=(cmake ninja-build g++ pkg-config nlohmann-json3-dev libcli11-dev libgtest-
       libbenchmark-dev clang libclang-rt-14-dev python3 python3-pip libpcre2-dev
       libutf8proc-dev        # the tokenizer (src/tokenizer)
       libjpeg62-turbo-dev libpng-dev  # the image decoders (src/image)
-      ccache)  # the ferry package's build (pip install .) reuses what build/ compiled
+      ccache   # the ferry package's build (pip install .) reuses what build/ compiled
+      clang-format)  # scripts/format.sh (Debian 12's is 14, what .clang-format is pinned to)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

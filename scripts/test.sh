@@ -4,6 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The format check: CI fails on C++ that differs from .clang-format (scripts/format.sh --check).
+# Off until the tree has been formatted once (scripts/format.sh); FERRY_FORMAT_CHECK=1 runs it
+# now. Once the tree is formatted, flip the default on the next line from 0 to 1.
+if [ "${FERRY_FORMAT_CHECK:-0}" = 1 ]; then
+  echo "== format (scripts/format.sh --check)"
+  scripts/format.sh --check
+fi
 echo "== layers (an include of a higher layer: scripts/check_layers.py)"
 scripts/check_layers.py
 # With no GPU visible (CI), the CUDA sources compile for sm_90 (what the GPU checks run) and for
@@ -27,6 +34,13 @@ FERRY_BUILD_DIR="$build" python3 -m pytest -q tests/python | tee "$logs/pytest.l
 if [ -x scripts/fuzz.sh ]; then
   echo "== fuzz (bounded)"
   scripts/fuzz.sh "${FERRY_FUZZ_SECONDS:-90}"
+fi
+# The unit tests under AddressSanitizer + UBSan and ThreadSanitizer (scripts/sanitize.sh, their
+# own builds). Opt-in for now (FERRY_SANITIZE=1): its ThreadSanitizer pass still reports on the
+# tests that race on purpose (StreamingChecks.AMissing*) and others not yet triaged (CONTRIBUTING.md).
+if [ "${FERRY_SANITIZE:-0}" = 1 ]; then
+  echo "== sanitizers"
+  scripts/sanitize.sh
 fi
 # Every step above stops the script on a failure, so reaching here means nothing failed.
 cpp=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' "$logs/ctest.log")
