@@ -36,9 +36,11 @@ std::atomic<uint8_t> g_lease_broken[kLeaseSlots];
 int g_lease_signal = 0;  // 0 until the handler is installed; stays 0 if it cannot be
 
 void on_lease_break(int, siginfo_t* info, void*) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it
   const int fd = info->si_fd;
   if (fd >= 0 && fd < kLeaseSlots) g_lease_broken[fd].store(1);
   ::fcntl(fd, F_SETLEASE, F_UNLCK);
+  errno = saved_errno;
 }
 
 // One real-time signal for lease breaks, taken only if nothing else in the process handles it.
