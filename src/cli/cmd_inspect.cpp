@@ -1,7 +1,8 @@
 // ferry inspect PATH [--json] [--tensors]: a checkpoint's tensors by weight group, with
 // per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2; a
-// readable checkpoint that binds to no known architecture is printed (by name prefix), then one
-// line on stderr and exit code 1.
+// readable checkpoint no known architecture reads (or with no config.json) is printed by name
+// prefix with a one-line note and exit code 0; one that does not bind to the architecture its
+// config names is printed, then one line on stderr and exit code 1.
 #include <sys/stat.h>
 
 #include <exception>
@@ -58,10 +59,17 @@ int run_inspect(const InspectOptions& o) {
   }
   group_report(report, config ? &*config : nullptr);
   std::cout << (o.json ? format_json(report, o.tensors) : format_text(report, o.tensors));
-  // What was found is printed either way; a checkpoint no known architecture binds is a failure.
-  if (report.architecture.empty() || report.binding != "ok") {
-    std::cerr << "ferry inspect: " << o.path << " does not bind to a known architecture: "
-              << (report.architecture.empty() ? report.note : report.binding) << "\n";
+  // What was found is printed either way. A valid checkpoint with no config.json, or one no known
+  // architecture reads, is no failure (it was inspected, by name prefix); one whose config names
+  // an architecture its tensors do not match is.
+  if (report.architecture.empty()) {
+    std::cerr << "ferry inspect: no known architecture recognised in " << o.path << " ("
+              << report.note << "): tensors grouped by name prefix\n";
+    return 0;
+  }
+  if (report.binding != "ok") {
+    std::cerr << "ferry inspect: " << o.path << " does not bind to its architecture: "
+              << report.binding << "\n";
     return 1;
   }
   return 0;
