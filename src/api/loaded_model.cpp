@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "api/open_model.h"
-#include "model/config_json.h"
 
 namespace ferry::api {
 
@@ -24,13 +23,11 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::open(const std::string& path,
   std::unique_ptr<LoadedModel> m(new LoadedModel());
   m->path_ = path;
   m->options_ = options;
-  FERRY_ASSIGN_OR_RETURN(m->config_, load_config(path));
-  FERRY_ASSIGN_OR_RETURN(m->weights_, describe_weights(m->config_));
-  FERRY_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(path));
-  FERRY_RETURN_IF_ERROR(check_checkpoint_dtypes(m->config_, m->weights_, ckpt));
-  FERRY_RETURN_IF_ERROR(check_runnable_dtypes(m->weights_));
-  FERRY_RETURN_IF_ERROR(bind_checkpoint(m->weights_, ckpt));
-  m->checkpoint_ = std::make_shared<const Checkpoint>(std::move(ckpt));
+  // The commands' sequence (api/open_model.h): config, weight table, checkpoint, binding.
+  FERRY_ASSIGN_OR_RETURN(OpenModel opened, open_model(path));
+  m->config_ = std::move(opened.config);
+  m->weights_ = std::move(opened.weights);
+  m->checkpoint_ = std::make_shared<const Checkpoint>(std::move(opened.checkpoint));
   InferenceOptions inference;
   inference.exec.graphs = options.graphs;
   FERRY_ASSIGN_OR_RETURN(m->session_options_,
