@@ -29,24 +29,21 @@ bool is_file(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int run_inspect(const InspectOptions& o) {
-  auto ckpt = Checkpoint::open(o.path);
-  if (!ckpt.ok()) {
-    std::cerr << "ferry inspect: " << ckpt.error().to_string() << "\n";
-    return 2;
-  }
+// The report of PATH: its tensors, grouped through config.json beside them (in the folder, or
+// next to a single .safetensors file) when it names a known architecture, else by prefix.
+Result<InspectReport> gather_inspect(const std::string& path) {
+  FERRY_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(path));
   InspectReport report;
-  report.path = o.path;
-  report.files = ckpt->files().size();
-  for (const auto& e : ckpt->entries()) {
-    const std::string& file = ckpt->files()[e.shard].path();
+  report.path = path;
+  report.files = ckpt.files().size();
+  for (const auto& e : ckpt.entries()) {
+    const std::string& file = ckpt.files()[e.shard].path();
     report.tensors.push_back(InspectTensor{e.info->name, e.info->dtype, e.info->shape,
                                            e.info->bytes,
                                            std::filesystem::path(file).filename().string()});
   }
-  // config.json beside the weights (in the folder, or next to a single .safetensors file).
-  std::filesystem::path dir = o.path;
-  if (is_file(o.path)) dir = dir.parent_path();
+  std::filesystem::path dir = path;
+  if (is_file(path)) dir = dir.parent_path();
   const std::string config_path = (dir / "config.json").string();
   std::optional<ModelConfig> config;
   if (!is_file(config_path)) {
@@ -57,11 +54,20 @@ int run_inspect(const InspectOptions& o) {
     report.note = c.error().message;
   }
   group_report(report, config ? &*config : nullptr);
-  std::cout << (o.json ? format_json(report, o.tensors) : format_text(report, o.tensors));
+  return report;
+}
+
+int run_inspect(const InspectOptions& o) {
+  const Result<InspectReport> report = gather_inspect(o.path);
+  if (!report.ok()) {
+    std::cerr << "ferry inspect: " << report.error().to_string() << "\n";
+    return 2;
+  }
+  std::cout << (o.json ? format_json(*report, o.tensors) : format_text(*report, o.tensors));
   // What was found is printed either way; a checkpoint no known architecture binds is a failure.
-  if (report.architecture.empty() || report.binding != "ok") {
+  if (report->architecture.empty() || report->binding != "ok") {
     std::cerr << "ferry inspect: " << o.path << " does not bind to a known architecture: "
-              << (report.architecture.empty() ? report.note : report.binding) << "\n";
+              << (report->architecture.empty() ? report->note : report->binding) << "\n";
     return 1;
   }
   return 0;
