@@ -1,7 +1,9 @@
 // ferry inspect PATH [--json] [--tensors]: a checkpoint's tensors by weight group, with
-// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2; a
-// readable checkpoint that binds to no known architecture is printed (by name prefix), then one
-// line on stderr and exit code 1.
+// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2. A
+// readable checkpoint is printed and exits 0, grouped by name prefix when no architecture was
+// recognised (no config.json, or one naming none ferry knows: the report says which); only a
+// recognised architecture whose weight table the tensors do not bind is a failure, printed, then
+// one line on stderr and exit code 1.
 #include <sys/stat.h>
 
 #include <exception>
@@ -64,10 +66,11 @@ int run_inspect(const InspectOptions& o) {
     return 2;
   }
   std::cout << (o.json ? format_json(*report, o.tensors) : format_text(*report, o.tensors));
-  // What was found is printed either way; a checkpoint no known architecture binds is a failure.
-  if (report->architecture.empty() || report->binding != "ok") {
-    std::cerr << "ferry inspect: " << o.path << " does not bind to a known architecture: "
-              << (report->architecture.empty() ? report->note : report->binding) << "\n";
+  // No architecture recognised is a finding the report states (by prefix), not a failure; a
+  // recognised one that the tensors do not bind is.
+  if (!report->architecture.empty() && report->binding != "ok") {
+    std::cerr << "ferry inspect: " << o.path << " does not bind to " << report->architecture
+              << ": " << report->binding << "\n";
     return 1;
   }
   return 0;
