@@ -14,8 +14,8 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/inspect_report.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 
 namespace ferry::cli {
 namespace {
@@ -69,8 +69,8 @@ int run_inspect(const InspectOptions& o) {
   // No architecture recognised is a finding the report states (by prefix), not a failure; a
   // recognised one that the tensors do not bind is.
   if (!report->architecture.empty() && report->binding != "ok") {
-    std::cerr << "ferry inspect: " << o.path << " does not bind to " << report->architecture
-              << ": " << report->binding << "\n";
+    std::cerr << "ferry inspect: " << o.path << " does not bind to " << report->architecture << ": "
+              << report->binding << "\n";
     return 1;
   }
   return 0;

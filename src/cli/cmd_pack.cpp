@@ -103,8 +103,7 @@ void pack(const PackArgs& a) {
   }
   const PackedReport r{.a = a, .pack = std::move(packed), .transfers = count_transfers(a.out)};
   if (a.json) {
-    std::cout << pack_report_json(r).dump(-1, ' ', false,
-                                          nlohmann::json::error_handler_t::replace)
+    std::cout << pack_report_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
     return;
   }

@@ -17,10 +17,10 @@
 #include "cli/inspect_report.h"
 #include "core/parse_size.h"
 #include "core/units.h"
-#include "measure/byte_probe.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
 #include "format/mapped_file.h"
+#include "measure/byte_probe.h"
 #include "model/call_sequence.h"
 #include "model/workload.h"
 
@@ -328,8 +328,12 @@ struct ProbeReport {
 
 ProbeReport gather_probe(const ProbeArgs& a) {
   std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
-  ProbeReport r{.a = a, .backend = std::string(backend->name()),
-                .facts = backend->platform_facts(), .trials = {}, .link = {}, .model = {}};
+  ProbeReport r{.a = a,
+                .backend = std::string(backend->name()),
+                .facts = backend->platform_facts(),
+                .trials = {},
+                .link = {},
+                .model = {}};
   r.link = measure_link(*backend);
   if (!a.model.empty()) {
     r.model = probe_model(*backend, a);
@@ -371,8 +375,7 @@ void print_probe_report(const ProbeReport& r) {
 void probe(const ProbeArgs& a) {
   const ProbeReport r = gather_probe(a);
   if (a.json) {
-    std::cout << probe_report_json(r).dump(-1, ' ', false,
-                                           nlohmann::json::error_handler_t::replace)
+    std::cout << probe_report_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
     return;
   }

@@ -129,16 +129,18 @@ Result<Decoded> decode_ids(const Tokenizer& tok, const std::vector<int32_t>& ids
   return d;
 }
 
-json decoded_json(const Decoded& d) { return json{{"text", d.text}, {"pieces", d.pieces}}; }
+json decoded_json(const Decoded& d) {
+  return json{{"text", d.text}, {"pieces", d.pieces}};
+}
 
 // What `ferry tokenize` found: the ids of a text with each token's bytes, or (--decode) the
 // text of ids, or (--batch) one of those per item.
 struct TokenizeReport {
   enum class Kind { encode, decode, batch };
   Kind kind = Kind::encode;
-  std::vector<int32_t> ids;                // encode
-  std::vector<std::string> bytes;          // encode: each token's bytes
-  Decoded decoded;                         // decode
+  std::vector<int32_t> ids;                         // encode
+  std::vector<std::string> bytes;                   // encode: each token's bytes
+  Decoded decoded;                                  // decode
   std::vector<std::vector<int32_t>> encoded_batch;  // batch, encoding
   std::vector<Decoded> decoded_batch;               // batch, --decode
 };
