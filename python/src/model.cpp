@@ -251,12 +251,12 @@ void add_model(py::module_& m) {
         o.out = out;
         o.seed = seed;
         o.force = force;
-        Status s;
+        Result<api::SynthReport> r = make_error(ErrorCode::internal, "synth did not run");
         {
           py::gil_scoped_release release;
-          s = api::run_synth(o);
+          r = api::run_synth(o);
         }
-        check(s);
+        api::print_synth_report(check(std::move(r)));
       },
       py::arg("preset"), py::arg("out"), py::arg("seed") = 0, py::arg("force") = false,
       "Writes a preset's checkpoint with seeded random weights and a synthetic tokenizer "

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#include "core/interrupt.h"
 #include "core/parse_size.h"
 #include "core/units.h"
 #include "format/atomic_write.h"
@@ -73,7 +72,7 @@ class Progress {
 
 }  // namespace
 
-Status run_synth(const SynthOptions& o) {
+Result<SynthReport> run_synth(const SynthOptions& o) {
   if (o.init != "uniform" && o.init != "normal") {
     return make_error(ErrorCode::invalid_argument,
                       "--init must be uniform or normal, got '" + o.init + "'");
@@ -96,7 +95,12 @@ Status run_synth(const SynthOptions& o) {
   if (Status s = write_synthetic_tokenizer(out.path(), config); !s.ok()) {
     return out.explain(s.error());
   }
-  if (o.config_only) return out.commit();
+  SynthReport report;
+  report.out = o.out;
+  if (o.config_only) {
+    FERRY_RETURN_IF_ERROR(out.commit());
+    return report;
+  }
 
   std::atomic<uint64_t> done{0};
   std::vector<TensorToWrite> tensors = synth_tensors(weights, o.seed, &done, dist);
@@ -118,13 +122,20 @@ Status run_synth(const SynthOptions& o) {
   }
   if (!written.ok()) return out.explain(written.error());
   FERRY_RETURN_IF_ERROR(out.commit());
-  if (pending_interrupt() != 0) return Status();  // the caller says it, in one line
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.weights = true;
+  report.bytes = total;
+  report.tensors = tensors.size();
+  report.params = weights.total_params();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+void print_synth_report(const SynthReport& r) {
+  if (!r.weights) return;
+  const double s = r.seconds;
   std::fprintf(stderr, "synth: wrote %s (%zu tensors, %s params) to %s in %.1f s, %.2f GB/s\n",
-               human_bytes(total).c_str(), tensors.size(),
-               human_params(weights.total_params()).c_str(), o.out.c_str(), s,
-               s > 0 ? static_cast<double>(total) / s / 1e9 : 0.0);
-  return Status();
+               human_bytes(r.bytes).c_str(), r.tensors, human_params(r.params).c_str(),
+               r.out.c_str(), s, s > 0 ? static_cast<double>(r.bytes) / s / 1e9 : 0.0);
 }
 
 }  // namespace ferry::api

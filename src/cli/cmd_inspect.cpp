@@ -1,8 +1,9 @@
 // ferry inspect PATH [--json] [--tensors]: a checkpoint's tensors by weight group, with
-// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2; a
-// readable checkpoint no known architecture reads (or with no config.json) is printed by name
-// prefix with a one-line note and exit code 0; one that does not bind to the architecture its
-// config names is printed, then one line on stderr and exit code 1.
+// per-module and total parameters and bytes. A bad file is one line on stderr and exit code 2. A
+// readable checkpoint is printed and exits 0, grouped by name prefix when no architecture was
+// recognised (no config.json, or one naming none ferry knows: the report says which); only a
+// recognised architecture whose weight table the tensors do not bind is a failure, printed, then
+// one line on stderr and exit code 1.
 #include <sys/stat.h>
 
 #include <exception>
@@ -13,8 +14,8 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/inspect_report.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 
 namespace ferry::cli {
 namespace {
@@ -30,24 +31,21 @@ bool is_file(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int run_inspect(const InspectOptions& o) {
-  auto ckpt = Checkpoint::open(o.path);
-  if (!ckpt.ok()) {
-    std::cerr << "ferry inspect: " << ckpt.error().to_string() << "\n";
-    return 2;
-  }
+// The report of PATH: its tensors, grouped through config.json beside them (in the folder, or
+// next to a single .safetensors file) when it names a known architecture, else by prefix.
+Result<InspectReport> gather_inspect(const std::string& path) {
+  FERRY_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(path));
   InspectReport report;
-  report.path = o.path;
-  report.files = ckpt->files().size();
-  for (const auto& e : ckpt->entries()) {
-    const std::string& file = ckpt->files()[e.shard].path();
+  report.path = path;
+  report.files = ckpt.files().size();
+  for (const auto& e : ckpt.entries()) {
+    const std::string& file = ckpt.files()[e.shard].path();
     report.tensors.push_back(InspectTensor{e.info->name, e.info->dtype, e.info->shape,
                                            e.info->bytes,
                                            std::filesystem::path(file).filename().string()});
   }
-  // config.json beside the weights (in the folder, or next to a single .safetensors file).
-  std::filesystem::path dir = o.path;
-  if (is_file(o.path)) dir = dir.parent_path();
+  std::filesystem::path dir = path;
+  if (is_file(path)) dir = dir.parent_path();
   const std::string config_path = (dir / "config.json").string();
   std::optional<ModelConfig> config;
   if (!is_file(config_path)) {
@@ -58,18 +56,21 @@ int run_inspect(const InspectOptions& o) {
     report.note = c.error().message;
   }
   group_report(report, config ? &*config : nullptr);
-  std::cout << (o.json ? format_json(report, o.tensors) : format_text(report, o.tensors));
-  // What was found is printed either way. A valid checkpoint with no config.json, or one no known
-  // architecture reads, is no failure (it was inspected, by name prefix); one whose config names
-  // an architecture its tensors do not match is.
-  if (report.architecture.empty()) {
-    std::cerr << "ferry inspect: no known architecture recognised in " << o.path << " ("
-              << report.note << "): tensors grouped by name prefix\n";
-    return 0;
+  return report;
+}
+
+int run_inspect(const InspectOptions& o) {
+  const Result<InspectReport> report = gather_inspect(o.path);
+  if (!report.ok()) {
+    std::cerr << "ferry inspect: " << report.error().to_string() << "\n";
+    return 2;
   }
-  if (report.binding != "ok") {
-    std::cerr << "ferry inspect: " << o.path << " does not bind to its architecture: "
-              << report.binding << "\n";
+  std::cout << (o.json ? format_json(*report, o.tensors) : format_text(*report, o.tensors));
+  // No architecture recognised is a finding the report states (by prefix), not a failure; a
+  // recognised one that the tensors do not bind is.
+  if (!report->architecture.empty() && report->binding != "ok") {
+    std::cerr << "ferry inspect: " << o.path << " does not bind to " << report->architecture << ": "
+              << report->binding << "\n";
     return 1;
   }
   return 0;

@@ -51,43 +51,63 @@ Transfers count_transfers(const std::string& dir) {
   return t;
 }
 
-void pack(const PackArgs& a) {
-  PackOptions o;
-  o.force = a.force;
-  PackReport r;
-  {
-    InterruptScope interruptible;  // SIGINT/SIGTERM stop the write; OUT stays as it was
-    r = report.check(pack_checkpoint(a.in, a.out, o));
-    // OUT holds the new checkpoint: finish and say so (status 0) whatever signal comes now, so
-    // that the status always tells whether OUT was written.
-    defer_interrupts_until_exit();
-  }
-  const Transfers t = count_transfers(a.out);
-  if (a.json) {
-    nlohmann::ordered_json j;
-    j["in"] = a.in;
-    j["out"] = a.out;
-    j["file_bytes"] = r.file_bytes;
-    j["data_bytes"] = r.layout.data_bytes;
-    j["padding_bytes"] = r.padding_bytes;
-    j["group_alignment"] = kPackGroupAlignment;
-    j["groups"] = t.groups;
-    j["groups_one_copy"] = t.one_copy;
-    j["groups_more_copies"] = t.more;
-    j["other_files"] = r.other_files;
-    j["seconds"] = r.seconds;
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-    return;
-  }
-  std::printf("packed %s -> %s/model.safetensors: %s (%s of padding), %.2f s\n", a.in.c_str(),
-              a.out.c_str(), human_bytes(r.file_bytes).c_str(),
-              human_bytes(r.padding_bytes).c_str(), r.seconds);
+// What `ferry pack` did: the pack (model/pack.h) and the copies its groups now take.
+struct PackedReport {
+  const PackArgs& a;
+  PackReport pack;
+  Transfers transfers;
+};
+
+nlohmann::ordered_json pack_report_json(const PackedReport& r) {
+  const PackReport& p = r.pack;
+  const Transfers& t = r.transfers;
+  nlohmann::ordered_json j;
+  j["in"] = r.a.in;
+  j["out"] = r.a.out;
+  j["file_bytes"] = p.file_bytes;
+  j["data_bytes"] = p.layout.data_bytes;
+  j["padding_bytes"] = p.padding_bytes;
+  j["group_alignment"] = kPackGroupAlignment;
+  j["groups"] = t.groups;
+  j["groups_one_copy"] = t.one_copy;
+  j["groups_more_copies"] = t.more;
+  j["other_files"] = p.other_files;
+  j["seconds"] = p.seconds;
+  return j;
+}
+
+void print_pack_report(const PackedReport& r) {
+  const PackReport& p = r.pack;
+  const Transfers& t = r.transfers;
+  std::printf("packed %s -> %s/model.safetensors: %s (%s of padding), %.2f s\n", r.a.in.c_str(),
+              r.a.out.c_str(), human_bytes(p.file_bytes).c_str(),
+              human_bytes(p.padding_bytes).c_str(), p.seconds);
   std::printf("groups %zu, %zu of them one copy each, page-aligned", t.groups, t.one_copy);
   if (!t.more.empty()) {
     std::printf("; more (a tensor shared with an earlier group):");
     for (const std::string& m : t.more) std::printf(" %s", m.c_str());
   }
-  std::printf("\nfiles  %zu other file(s) copied beside the weights\n", r.other_files);
+  std::printf("\nfiles  %zu other file(s) copied beside the weights\n", p.other_files);
+}
+
+void pack(const PackArgs& a) {
+  PackOptions o;
+  o.force = a.force;
+  PackReport packed;
+  {
+    InterruptScope interruptible;  // SIGINT/SIGTERM stop the write; OUT stays as it was
+    packed = report.check(pack_checkpoint(a.in, a.out, o));
+    // OUT holds the new checkpoint: finish and say so (status 0) whatever signal comes now, so
+    // that the status always tells whether OUT was written.
+    defer_interrupts_until_exit();
+  }
+  const PackedReport r{.a = a, .pack = std::move(packed), .transfers = count_transfers(a.out)};
+  if (a.json) {
+    std::cout << pack_report_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
+    return;
+  }
+  print_pack_report(r);
 }
 
 }  // namespace

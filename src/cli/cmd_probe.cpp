@@ -17,10 +17,10 @@
 #include "cli/inspect_report.h"
 #include "core/parse_size.h"
 #include "core/units.h"
-#include "measure/byte_probe.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
 #include "format/mapped_file.h"
+#include "measure/byte_probe.h"
 #include "model/call_sequence.h"
 #include "model/workload.h"
 
@@ -315,43 +315,71 @@ void print_model(const ProbeArgs& a, const ModelProbe& p) {
   if (!a.save.empty()) std::printf("saved      the rates to %s\n", a.save.c_str());
 }
 
-void probe(const ProbeArgs& a) {
-  std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
-  const PlatformFacts facts = backend->platform_facts();
-  const LinkRate link = measure_link(*backend);
-  std::optional<ModelProbe> model;
+// What `ferry probe` found: the device's facts, registration tried for real, the page-locked
+// link, and with --model the byte paths over its working set and a verdict per group.
+struct ProbeReport {
+  const ProbeArgs& a;
+  std::string backend;
+  PlatformFacts facts;
   std::vector<RegistrationTrial> trials;
+  LinkRate link;
+  std::optional<ModelProbe> model;
+};
+
+ProbeReport gather_probe(const ProbeArgs& a) {
+  std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
+  ProbeReport r{.a = a,
+                .backend = std::string(backend->name()),
+                .facts = backend->platform_facts(),
+                .trials = {},
+                .link = {},
+                .model = {}};
+  r.link = measure_link(*backend);
   if (!a.model.empty()) {
-    model = probe_model(*backend, a);
-    trials = model->result.registration;
+    r.model = probe_model(*backend, a);
+    r.trials = r.model->result.registration;
   } else {
     // Registration tried on a real read-only shared mapping: this binary's own file.
     auto self = MappedFile::open("/proc/self/exe");
     if (self.ok()) {
-      trials = backend->try_host_registration(self->bytes().data(),
-                                              std::min(self->bytes().size(), size_t{64} << 20));
+      r.trials = backend->try_host_registration(self->bytes().data(),
+                                                std::min(self->bytes().size(), size_t{64} << 20));
     }
   }
-  if (a.json) {
-    nlohmann::ordered_json j;
-    j["backend"] = std::string(backend->name());
-    j["facts"] = facts_json(facts);
-    nlohmann::ordered_json tried = nlohmann::ordered_json::array();
-    for (const RegistrationTrial& t : trials) {
-      tried.push_back({{"memory", t.memory}, {"flags", t.flags}, {"ok", t.ok}, {"how", t.how}});
-    }
-    j["registration"] = tried;
-    j["h2d_pinned"] = {
-        {"gb_per_s", link.bytes_per_s ? nlohmann::ordered_json(*link.bytes_per_s / 1e9)
+  return r;
+}
+
+nlohmann::ordered_json probe_report_json(const ProbeReport& r) {
+  nlohmann::ordered_json j;
+  j["backend"] = r.backend;
+  j["facts"] = facts_json(r.facts);
+  nlohmann::ordered_json tried = nlohmann::ordered_json::array();
+  for (const RegistrationTrial& t : r.trials) {
+    tried.push_back({{"memory", t.memory}, {"flags", t.flags}, {"ok", t.ok}, {"how", t.how}});
+  }
+  j["registration"] = tried;
+  j["h2d_pinned"] = {
+      {"gb_per_s", r.link.bytes_per_s ? nlohmann::ordered_json(*r.link.bytes_per_s / 1e9)
                                       : nlohmann::ordered_json()},
-        {"bytes", link.bytes},
-        {"note", link.note}};
-    if (model) j["model"] = model_json(*model);
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      {"bytes", r.link.bytes},
+      {"note", r.link.note}};
+  if (r.model) j["model"] = model_json(*r.model);
+  return j;
+}
+
+void print_probe_report(const ProbeReport& r) {
+  print_facts(r.facts, r.trials, r.link);
+  if (r.model) print_model(r.a, *r.model);
+}
+
+void probe(const ProbeArgs& a) {
+  const ProbeReport r = gather_probe(a);
+  if (a.json) {
+    std::cout << probe_report_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
     return;
   }
-  print_facts(facts, trials, link);
-  if (model) print_model(a, *model);
+  print_probe_report(r);
 }
 
 }  // namespace

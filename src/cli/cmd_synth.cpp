@@ -1,7 +1,8 @@
 // ferry synth --preset P --out DIR [--seed S] [--max-shard 5GB] [--force] [--init normal]: the
-// flags of api/synth.h's run_synth.
+// flags of api/synth.h's run_synth, whose SynthReport print_synth_report renders (text only).
 #include <exception>
 #include <memory>
+#include <utility>
 
 #include "api/synth.h"
 #include "cli/cli_support.h"
@@ -34,23 +35,23 @@ void add_synth_command(CLI::App& app) {
       ->check(CLI::IsMember({"uniform", "normal"}));
   cmd->add_flag("--config-only", opts->config_only, "write config.json only, no weights");
   cmd->callback([opts] {
-    Status s;
+    Result<SynthReport> r = make_error(ErrorCode::internal, "synth did not run");
     {
       InterruptScope interruptible;  // SIGINT/SIGTERM stop the write; the old folder stays
       try {
-        s = run_synth(*opts);
+        r = run_synth(*opts);
       } catch (const std::exception& e) {
-        s = make_error(ErrorCode::internal, e.what());
+        r = make_error(ErrorCode::internal, e.what());
       }
     }
     if (const int sig = pending_interrupt(); sig != 0) {
       // Whichever layer noticed it: before the swap --out is as it was, after it, complete.
-      s = make_error(ErrorCode::interrupted,
+      r = make_error(ErrorCode::interrupted,
                      "interrupted by " + signal_name(sig) +
-                         (s.ok() ? " after " + opts->out + " was written (it is complete)"
+                         (r.ok() ? " after " + opts->out + " was written (it is complete)"
                                  : ": " + opts->out + " was left as it was"));
     }
-    Reporter("synth").check(s);
+    print_synth_report(Reporter("synth").check(std::move(r)));
   });
 }
 

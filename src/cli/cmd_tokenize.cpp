@@ -7,6 +7,8 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -109,30 +111,52 @@ Result<std::vector<int32_t>> parse_ids(std::string_view text) {
   return ids;
 }
 
-// The decoded text, and the pieces a StreamDecoder printed one id at a time.
-Result<json> decode_json(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip) {
-  FERRY_ASSIGN_OR_RETURN(std::string text, tok.decode(ids, skip));
+// The text of ids, and the pieces a StreamDecoder printed one id at a time.
+struct Decoded {
+  std::string text;
+  std::vector<std::string> pieces;  // one per id, then what finish() flushed
+};
+
+Result<Decoded> decode_ids(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip) {
+  Decoded d;
+  FERRY_ASSIGN_OR_RETURN(d.text, tok.decode(ids, skip));
   StreamDecoder stream(tok, skip);
-  json pieces = json::array();
   for (int32_t id : ids) {
     FERRY_ASSIGN_OR_RETURN(std::string piece, stream.push(id));
-    pieces.push_back(std::move(piece));
+    d.pieces.push_back(std::move(piece));
   }
-  pieces.push_back(stream.finish());
-  return json{{"text", std::move(text)}, {"pieces", std::move(pieces)}};
+  d.pieces.push_back(stream.finish());
+  return d;
 }
 
-Result<std::string> run_batch(const Tokenizer& tok, const TokenizeOptions& o) {
+json decoded_json(const Decoded& d) {
+  return json{{"text", d.text}, {"pieces", d.pieces}};
+}
+
+// What `ferry tokenize` found: the ids of a text with each token's bytes, or (--decode) the
+// text of ids, or (--batch) one of those per item.
+struct TokenizeReport {
+  enum class Kind { encode, decode, batch };
+  Kind kind = Kind::encode;
+  std::vector<int32_t> ids;                         // encode
+  std::vector<std::string> bytes;                   // encode: each token's bytes
+  Decoded decoded;                                  // decode
+  std::vector<std::vector<int32_t>> encoded_batch;  // batch, encoding
+  std::vector<Decoded> decoded_batch;               // batch, --decode
+};
+
+Result<TokenizeReport> gather_batch(const Tokenizer& tok, const TokenizeOptions& o) {
   FERRY_ASSIGN_OR_RETURN(std::string text, read_file(o.batch));
   FERRY_ASSIGN_OR_RETURN(json input, strict_json::parse(text, 8, o.batch, "batch"));
   if (!input.is_array()) return make_error(ErrorCode::invalid_argument, o.batch + ": not a list");
-  json out = json::array();
+  TokenizeReport r;
+  r.kind = TokenizeReport::Kind::batch;
   for (const json& item : input) {
     if (!o.decode) {
       if (!item.is_string())
         return make_error(ErrorCode::invalid_argument, o.batch + ": items must be strings");
       FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(item.get<std::string>()));
-      out.push_back(ids);
+      r.encoded_batch.push_back(std::move(ids));
       continue;
     }
     std::vector<int32_t> ids;
@@ -143,39 +167,67 @@ Result<std::string> run_batch(const Tokenizer& tok, const TokenizeOptions& o) {
         return make_error(ErrorCode::invalid_argument, o.batch + ": ids must be integers >= 0");
       ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
-    FERRY_ASSIGN_OR_RETURN(json d, decode_json(tok, ids, o.skip_special));
-    out.push_back(std::move(d));
+    FERRY_ASSIGN_OR_RETURN(Decoded d, decode_ids(tok, ids, o.skip_special));
+    r.decoded_batch.push_back(std::move(d));
   }
-  return dump(out) + "\n";
+  return r;
 }
 
-Result<std::string> run_tokenize(const TokenizeOptions& o) {
+Result<TokenizeReport> gather_tokenize(const TokenizeOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool is_file = fs::is_regular_file(o.model, ec);
   FERRY_ASSIGN_OR_RETURN(Tokenizer tok,
                          is_file ? Tokenizer::load(o.model) : Tokenizer::load_dir(o.model));
-  if (!o.batch.empty()) return run_batch(tok, o);
+  if (!o.batch.empty()) return gather_batch(tok, o);
   std::string input = o.text;
   if (!o.file.empty()) {
     FERRY_ASSIGN_OR_RETURN(input, read_file(o.file));
   }
+  TokenizeReport r;
   if (o.decode) {
+    r.kind = TokenizeReport::Kind::decode;
     FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(input));
-    if (o.json) {
-      FERRY_ASSIGN_OR_RETURN(json d, decode_json(tok, ids, o.skip_special));
-      return dump(d) + "\n";
-    }
-    FERRY_ASSIGN_OR_RETURN(std::string text, tok.decode(ids, o.skip_special));
-    return text + "\n";
+    FERRY_ASSIGN_OR_RETURN(r.decoded, decode_ids(tok, ids, o.skip_special));
+    return r;
   }
-  FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(input));
-  if (o.json) return dump(json(ids)) + "\n";
+  FERRY_ASSIGN_OR_RETURN(r.ids, tok.encode(input));
+  for (int32_t id : r.ids) {
+    FERRY_ASSIGN_OR_RETURN(std::string_view bytes, tok.token_bytes(id));
+    r.bytes.emplace_back(bytes);
+  }
+  return r;
+}
+
+// A batch is JSON whichever printer is asked for: a list, one item per input.
+std::string tokenize_report_json(const TokenizeReport& r) {
+  switch (r.kind) {
+    case TokenizeReport::Kind::encode:
+      return dump(json(r.ids)) + "\n";
+    case TokenizeReport::Kind::decode:
+      return dump(decoded_json(r.decoded)) + "\n";
+    case TokenizeReport::Kind::batch:
+      break;
+  }
+  json out = json::array();
+  for (const std::vector<int32_t>& ids : r.encoded_batch) out.push_back(ids);
+  for (const Decoded& d : r.decoded_batch) out.push_back(decoded_json(d));
+  return dump(out) + "\n";
+}
+
+std::string tokenize_report_text(const TokenizeReport& r) {
+  switch (r.kind) {
+    case TokenizeReport::Kind::decode:
+      return r.decoded.text + "\n";
+    case TokenizeReport::Kind::batch:
+      return tokenize_report_json(r);
+    case TokenizeReport::Kind::encode:
+      break;
+  }
   // One token a line: its id and what it stands for (bytes of a partial character escaped).
   std::string out;
-  for (int32_t id : ids) {
-    FERRY_ASSIGN_OR_RETURN(std::string_view bytes, tok.token_bytes(id));
-    out += std::to_string(id) + " " + printable(bytes) + "\n";
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    out += std::to_string(r.ids[i]) + " " + printable(r.bytes[i]) + "\n";
   }
   return out;
 }
@@ -201,7 +253,8 @@ void add_tokenize_command(CLI::App& app) {
     if (text->count() + file->count() + batch->count() == 0) {
       reporter.fail("give --text, --file or --batch");
     }
-    std::cout << reporter.check(run_tokenize(*opts)) << std::flush;
+    const TokenizeReport r = reporter.check(gather_tokenize(*opts));
+    std::cout << (opts->json ? tokenize_report_json(r) : tokenize_report_text(r)) << std::flush;
   });
 }
 

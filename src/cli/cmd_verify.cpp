@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/cli_support.h"
 #include "cli/commands.h"
@@ -38,53 +39,80 @@ std::map<std::string, std::string> groups_of(const Checkpoint& checkpoint) {
   return out;
 }
 
-int verify(const VerifyOptions& o) {
-  const Checkpoint checkpoint = report.check(Checkpoint::open(o.path));
-  const NonFiniteScan scan =
-      report.check(scan_nonfinite(checkpoint, static_cast<unsigned>(o.threads)));
-  const std::map<std::string, std::string> groups = groups_of(checkpoint);
-  auto group = [&](const std::string& name) {
-    auto it = groups.find(name);
-    return it == groups.end() ? std::string() : it->second;
-  };
-  const double gbps =
-      scan.seconds > 0 ? static_cast<double>(scan.scanned_bytes) / scan.seconds / 1e9 : 0.0;
-  if (o.json) {
-    nlohmann::json j;
-    j["path"] = o.path;
-    j["ok"] = scan.damaged.empty();
-    j["tensors"] = scan.tensors;
-    j["bytes"] = scan.bytes;
-    j["scanned_bytes"] = scan.scanned_bytes;
-    j["threads"] = scan.threads;
-    j["seconds"] = scan.seconds;
-    j["gb_per_s"] = gbps;
-    j["damaged"] = nlohmann::json::array();
-    for (const DamagedTensor& d : scan.damaged) {
-      j["damaged"].push_back({{"tensor", d.name},
-                              {"group", group(d.name)},
-                              {"file", d.file},
-                              {"dtype", std::string(dtype_name(d.dtype))},
-                              {"nan", d.count.nan},
-                              {"inf", d.count.inf},
-                              {"first_index", d.count.first}});
-    }
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
-  } else {
-    std::printf("verify %s: %llu tensors, %s (%s floating) in %.2f s, %.2f GB/s, %u threads\n",
-                o.path.c_str(), static_cast<unsigned long long>(scan.tensors),
-                human_bytes(scan.bytes).c_str(), human_bytes(scan.scanned_bytes).c_str(),
-                scan.seconds, gbps, scan.threads);
-    for (const DamagedTensor& d : scan.damaged) {
-      const std::string g = group(d.name);
-      std::printf("damaged %s%s\n", describe_damage(d).c_str(),
-                  g.empty() ? "" : (", group " + g).c_str());
-    }
-    if (scan.damaged.empty()) std::printf("ok: every value is finite\n");
+// What `ferry verify` found: the scan, and the weight group of each damaged tensor.
+struct VerifyReport {
+  std::string path;
+  NonFiniteScan scan;
+  std::vector<std::string> groups;  // per damaged tensor; empty where config.json names none
+  double gb_per_s() const {
+    return scan.seconds > 0 ? static_cast<double>(scan.scanned_bytes) / scan.seconds / 1e9 : 0.0;
   }
-  if (!scan.damaged.empty()) {
-    std::fprintf(stderr, "ferry verify: %zu of %llu tensors hold NaN or Inf\n", scan.damaged.size(),
-                 static_cast<unsigned long long>(scan.tensors));
+};
+
+VerifyReport gather_verify(const VerifyOptions& o) {
+  const Checkpoint checkpoint = report.check(Checkpoint::open(o.path));
+  VerifyReport r;
+  r.path = o.path;
+  r.scan = report.check(scan_nonfinite(checkpoint, static_cast<unsigned>(o.threads)));
+  const std::map<std::string, std::string> groups = groups_of(checkpoint);
+  for (const DamagedTensor& d : r.scan.damaged) {
+    auto it = groups.find(d.name);
+    r.groups.push_back(it == groups.end() ? std::string() : it->second);
+  }
+  return r;
+}
+
+nlohmann::json verify_report_json(const VerifyReport& r) {
+  const NonFiniteScan& scan = r.scan;
+  nlohmann::json j;
+  j["path"] = r.path;
+  j["ok"] = scan.damaged.empty();
+  j["tensors"] = scan.tensors;
+  j["bytes"] = scan.bytes;
+  j["scanned_bytes"] = scan.scanned_bytes;
+  j["threads"] = scan.threads;
+  j["seconds"] = scan.seconds;
+  j["gb_per_s"] = r.gb_per_s();
+  j["damaged"] = nlohmann::json::array();
+  for (size_t i = 0; i < scan.damaged.size(); ++i) {
+    const DamagedTensor& d = scan.damaged[i];
+    j["damaged"].push_back({{"tensor", d.name},
+                            {"group", r.groups[i]},
+                            {"file", d.file},
+                            {"dtype", std::string(dtype_name(d.dtype))},
+                            {"nan", d.count.nan},
+                            {"inf", d.count.inf},
+                            {"first_index", d.count.first}});
+  }
+  return j;
+}
+
+void print_verify_report(const VerifyReport& r) {
+  const NonFiniteScan& scan = r.scan;
+  std::printf("verify %s: %llu tensors, %s (%s floating) in %.2f s, %.2f GB/s, %u threads\n",
+              r.path.c_str(), static_cast<unsigned long long>(scan.tensors),
+              human_bytes(scan.bytes).c_str(), human_bytes(scan.scanned_bytes).c_str(),
+              scan.seconds, r.gb_per_s(), scan.threads);
+  for (size_t i = 0; i < scan.damaged.size(); ++i) {
+    const std::string& g = r.groups[i];
+    std::printf("damaged %s%s\n", describe_damage(scan.damaged[i]).c_str(),
+                g.empty() ? "" : (", group " + g).c_str());
+  }
+  if (scan.damaged.empty()) std::printf("ok: every value is finite\n");
+}
+
+int verify(const VerifyOptions& o) {
+  const VerifyReport r = gather_verify(o);
+  if (o.json) {
+    std::cout << verify_report_json(r).dump(-1, ' ', false,
+                                            nlohmann::json::error_handler_t::replace)
+              << '\n';
+  } else {
+    print_verify_report(r);
+  }
+  if (!r.scan.damaged.empty()) {
+    std::fprintf(stderr, "ferry verify: %zu of %llu tensors hold NaN or Inf\n",
+                 r.scan.damaged.size(), static_cast<unsigned long long>(r.scan.tensors));
     return 1;
   }
   return 0;

@@ -220,7 +220,7 @@ std::string format_text(const InspectReport& r, bool list_tensors) {
     out += "architecture: " + r.architecture + " (grouped by its weight table)\n";
     out += "binding: " + r.binding + "\n";
   } else {
-    out += "architecture: unknown (" + r.note + "); grouped by name prefix\n";
+    out += "architecture: none recognised (" + r.note + "); grouped by name prefix\n";
   }
   char line[256];
   out += "\n";

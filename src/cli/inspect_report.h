@@ -39,7 +39,7 @@ struct InspectTotal {
 struct InspectReport {
   std::string path;
   size_t files = 0;
-  std::string architecture;  // empty when grouped by prefix
+  std::string architecture;  // empty when none was recognised: grouped by prefix
   std::string note;          // why no table was used, if none was
   std::string binding;       // "ok" or what binding found (only with a table)
   std::vector<InspectTensor> tensors;

@@ -128,18 +128,45 @@ TEST_F(CliMessages, ADtypeDisagreementNamesBoth) {
                "is BF16 in the checkpoint, but config.json's dtype ('float16') makes it F16");
 }
 
-// A valid checkpoint with no config.json is inspected by name prefix and exits 0 with a one-line
-// note (it used to exit 1; issue 27 item 6).
-TEST_F(CliMessages, InspectReadsACheckpointNoArchitectureBinds) {
-  const Ended ok = run_ferry_args({"inspect", q().string()});
-  EXPECT_EQ(ok.code, 0) << ok.err;
+// Issue 27 item 6: a valid safetensors file without config.json is inspected (exit 0, nothing
+// on stderr) and the report says no architecture was recognised; it once printed, then exited 1.
+TEST_F(CliMessages, InspectOfAValidFileWithNoConfigSucceeds) {
   const fs::path bare = dir_ / "bare";
   fs::create_directories(bare);
   fs::copy(q() / "model.safetensors", bare / "model.safetensors");
-  const Ended e = run_ferry_args({"inspect", bare.string()});
-  EXPECT_EQ(e.code, 0) << e.err;
-  EXPECT_NE(e.out.find("grouped by name prefix"), std::string::npos) << e.out;  // still printed
-  EXPECT_NE(e.err.find("no config.json"), std::string::npos) << e.err;
+  for (const fs::path& path : {bare, bare / "model.safetensors"}) {
+    const Ended e = run_ferry_args({"inspect", path.string()});
+    EXPECT_FALSE(e.signaled);
+    EXPECT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(e.err, "");
+    EXPECT_NE(e.out.find("architecture: none recognised (no config.json); grouped by name prefix"),
+              std::string::npos)
+        << e.out;
+    EXPECT_NE(e.out.find("model.layers.0-3"), std::string::npos) << e.out;
+  }
+  const Ended j = run_ferry_args({"inspect", "--json", bare.string()});
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(j.err, "");
+  EXPECT_NE(j.out.find("\"architecture\": null"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"note\": \"no config.json\""), std::string::npos) << j.out;
+}
+
+// A recognised architecture whose table the tensors do not bind is still a failure: printed,
+// then one line naming the architecture and what binding found, exit 1.
+TEST_F(CliMessages, InspectFailsWhenTheTensorsDoNotBindTheirArchitecture) {
+  const fs::path more = dir_ / "more_layers";
+  fs::copy(q(), more);
+  std::string config = testing::FerryProcess::slurp((more / "config.json").string());
+  config = std::regex_replace(config, std::regex(R"("num_hidden_layers": *4)"),
+                              R"("num_hidden_layers": 5)");
+  std::ofstream(more / "config.json") << config;
+  const Ended e = run_ferry_args({"inspect", more.string()});
+  EXPECT_FALSE(e.signaled);
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_NE(e.out.find("architecture: qwen3"), std::string::npos) << e.out;  // still printed
+  EXPECT_EQ(count_lines(e.err), 1u) << e.err;
+  EXPECT_EQ(e.err.rfind("ferry inspect: " + more.string() + " does not bind to qwen3: ", 0), 0u)
+      << e.err;
 }
 
 TEST_F(CliMessages, NumbersParseAsEveryToolParsesThem) {

@@ -164,40 +164,13 @@ TEST(InspectCli, UnrecognizedConfigFallsBackToPrefixes) {
   ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + dir.str()).code, 0);
   std::ofstream(dir.path() / "config.json") << R"({"model_type": "gpt2"})";
   CliRun r = ferry("inspect " + dir.str());
-  // Printed by prefix, a one-line note, and exit 0: the file was valid and was inspected.
+  // Printed by prefix, saying why, and a success: the file was read (issue 27 item 6).
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(r.signaled);
-  EXPECT_NE(r.err.find("no known architecture recognised"), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.out.find("architecture: unknown"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("architecture: none recognised"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("'gpt2'"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("model.layers.0-3"), std::string::npos) << r.out;
-}
-
-// A valid safetensors file with no config.json beside it: its table, and exit 0 (it used to
-// exit 1, "does not bind to a known architecture").
-TEST(InspectCli, AValidFileWithoutConfigExitsZero) {
-  Dir dir{"ferry_synth_test", /*create=*/false};
-  ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + dir.str()).code, 0);
-  std::filesystem::remove(dir.path() / "config.json");
-  CliRun r = ferry("inspect " + dir.str());
-  ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("no known architecture recognised"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("no config.json"), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("model.layers.0-3"), std::string::npos) << r.out;
-}
-
-// A config naming a known architecture whose tensors do not match it is still a failure.
-TEST(InspectCli, AConfigTheTensorsDoNotMatchExitsOne) {
-  Dir dir{"ferry_synth_test", /*create=*/false};
-  ASSERT_EQ(ferry("synth --preset qwen3-tiny --out " + dir.str()).code, 0);
-  Dir other{"ferry_synth_test_other", /*create=*/false};
-  ASSERT_EQ(ferry("synth --preset qwen3-vl-tiny --out " + other.str() + " --config-only").code, 0);
-  std::filesystem::copy_file(other.path() / "config.json", dir.path() / "config.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  CliRun r = ferry("inspect " + dir.str());
-  EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_NE(r.err.find("does not bind to its architecture"), std::string::npos) << r.err;
 }
 
 TEST(InspectReport, HumanUnitsAndPrefixes) {
