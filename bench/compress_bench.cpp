@@ -38,7 +38,8 @@ std::vector<uint8_t> synth_bf16(size_t n, SynthDistribution dist, ThreadPool* po
 
 double exponent_entropy(const std::vector<uint8_t>& bf16) {
   std::vector<uint64_t> counts(256);
-  for (size_t i = 0; i + 1 < bf16.size(); i += 2) ++counts[(bf16[i + 1] << 1 | bf16[i] >> 7) & 0xff];
+  for (size_t i = 0; i + 1 < bf16.size(); i += 2)
+    ++counts[(bf16[i + 1] << 1 | bf16[i] >> 7) & 0xff];
   double h = 0;
   const double n = static_cast<double>(bf16.size() / 2);
   for (uint64_t c : counts) {
@@ -66,7 +67,8 @@ double thread_cpu_seconds(F fn) {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
   fn();
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-  return static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
+  return static_cast<double>(b.tv_sec - a.tv_sec) +
+         1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
 }
 
 }  // namespace
@@ -84,7 +86,8 @@ int main(int argc, char** argv) {
     compress::EncodeOptions eo;
     eo.pool = &pool;
     std::vector<uint8_t> enc;
-    const double t_enc = best_of(1, [&] { enc = compress::encode_group(bytes, ranges, eo).value(); });
+    const double t_enc =
+        best_of(1, [&] { enc = compress::encode_group(bytes, ranges, eo).value(); });
     const auto layout = compress::read_group_layout(enc).value();
     std::vector<uint8_t> out(bytes.size());
     const double gb = static_cast<double>(bytes.size()) / 1e9;
@@ -98,7 +101,8 @@ int main(int argc, char** argv) {
     const double t1 = best_of(2, [&] { decode(nullptr, false); });
     const double t1v = best_of(2, [&] { decode(nullptr, true); });
     double c1 = 1e30;  // the same single-thread decode in this thread's CPU seconds
-    for (int r = 0; r < 2; ++r) c1 = std::min(c1, thread_cpu_seconds([&] { decode(nullptr, false); }));
+    for (int r = 0; r < 2; ++r)
+      c1 = std::min(c1, thread_cpu_seconds([&] { decode(nullptr, false); }));
     const double tn = best_of(3, [&] { decode(&pool, false); });
     const double tnv = best_of(3, [&] { decode(&pool, true); });
     if (out != bytes) {
@@ -106,13 +110,16 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf(
-        "%-7s exponent entropy %.3f bits, ratio %.4f (%zu segments: %llu rans, %llu split elements)  encode %.2f GB/s (%d thr)\n"
-        "        decode 1 thread %.2f GB/s (%.2f per CPU-second of the thread; %.2f with checksum)  %d threads %.2f GB/s (%.2f with "
+        "%-7s exponent entropy %.3f bits, ratio %.4f (%zu segments: %llu rans, %llu split "
+        "elements)  encode %.2f GB/s (%d thr)\n"
+        "        decode 1 thread %.2f GB/s (%.2f per CPU-second of the thread; %.2f with checksum) "
+        " %d threads %.2f GB/s (%.2f with "
         "checksum)  [GB/s of decoded BF16]\n",
-        name, exponent_entropy(bytes), static_cast<double>(enc.size()) / static_cast<double>(bytes.size()),
-        layout.segments.size(), static_cast<unsigned long long>(layout.rans_elements),
-        static_cast<unsigned long long>(layout.split_elements), gb / t_enc, pool.threads(),
-        gb / t1, gb / c1, gb / t1v, pool.threads(), gb / tn, gb / tnv);
+        name, exponent_entropy(bytes),
+        static_cast<double>(enc.size()) / static_cast<double>(bytes.size()), layout.segments.size(),
+        static_cast<unsigned long long>(layout.rans_elements),
+        static_cast<unsigned long long>(layout.split_elements), gb / t_enc, pool.threads(), gb / t1,
+        gb / c1, gb / t1v, pool.threads(), gb / tn, gb / tnv);
   }
   return 0;
 }

@@ -22,13 +22,13 @@ using namespace ferry;
 
 namespace {
 
-#define CK(x)                                                                        \
-  do {                                                                               \
-    const cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                         \
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    const cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                                   \
       std::fprintf(stderr, "%s failed: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                  \
-    }                                                                                \
+      std::exit(1);                                                                            \
+    }                                                                                          \
   } while (0)
 
 void ok_or_die(const Status& s) {
@@ -91,7 +91,9 @@ int main(int argc, char** argv) {
     } else if (a == "--iters" && i + 1 < argc) {
       iters = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--sizes 1,8,32,128,512] [--init normal|uniform|both] [--iters N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--sizes 1,8,32,128,512] [--init normal|uniform|both] [--iters N]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -139,7 +141,9 @@ int main(int argc, char** argv) {
                          : "decoded bytes differ from the original");
       }
       int it = iters;
-      if (it <= 0) it = static_cast<int>(std::clamp<size_t>((size_t{200} << 20) * 10 / bytes.size(), 10, 2000));
+      if (it <= 0)
+        it =
+            static_cast<int>(std::clamp<size_t>((size_t{200} << 20) * 10 / bytes.size(), 10, 2000));
       const double t = time_per_call(stream, it, [&] {
         ok_or_die(cuda::decode_group_async(layout, d_in, d_out, bytes.size(), d_err, stream));
       });
@@ -159,7 +163,7 @@ int main(int argc, char** argv) {
       CK(cudaFree(d_err));
     }
   }
-  std::printf("%s\n", all_ok ? "all decodes identical to the original bytes"
-                             : "SOME DECODES FAILED");
+  std::printf("%s\n",
+              all_ok ? "all decodes identical to the original bytes" : "SOME DECODES FAILED");
   return all_ok ? 0 : 1;
 }

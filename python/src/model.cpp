@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "api/loaded_model.h"
-#include "binding.h"
 #include "api/run_inputs.h"
 #include "api/session_args.h"
 #include "api/synth.h"
+#include "binding.h"
 #include "image/image.h"
 #include "image/qwen_vl_preprocess.h"
 #include "model/ego_history.h"

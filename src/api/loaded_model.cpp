@@ -63,9 +63,8 @@ Result<bool> LoadedModel::ensure_session(const Workload& w) {
   session_.reset();
   if (had && backend_->ledger().reserved > 0) {
     // Created before the old one goes, so that a failure leaves a backend in place.
-    FERRY_ASSIGN_OR_RETURN(
-        std::unique_ptr<Backend> fresh,
-        backend_from_flag(options_.backend, options_.session.check_streams));
+    FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Backend> fresh,
+                           backend_from_flag(options_.backend, options_.session.check_streams));
     backend_ = std::move(fresh);
   }
   FERRY_ASSIGN_OR_RETURN(
@@ -78,9 +77,8 @@ Result<bool> LoadedModel::ensure_session(const Workload& w) {
 std::optional<LoadedModel::SessionSummary> LoadedModel::session_summary() const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!session_) return std::nullopt;
-  return SessionSummary{
-      plan_summary_json(session_->plan(), weights_, session_->memory()).dump(),
-      session_->memory().summary()};
+  return SessionSummary{plan_summary_json(session_->plan(), weights_, session_->memory()).dump(),
+                        session_->memory().summary()};
 }
 
 Result<RunOutput> LoadedModel::run(InputParts parts, const RunSettings& settings) {

@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "backend/backend.h"
 #include "api/run_real.h"
 #include "api/session_args.h"
+#include "backend/backend.h"
 #include "core/status.h"
 #include "exec/session.h"
 #include "format/safetensors.h"
@@ -29,9 +29,9 @@
 namespace ferry::api {
 
 struct ModelOptions {
-  std::string backend;       // "cpu", "cuda"; empty: CUDA when available, else the CPU
+  std::string backend;  // "cpu", "cuda"; empty: CUDA when available, else the CPU
   SessionArgs session;  // --vram, --mode, --resident, ... as `ferry run` takes them
-  bool graphs = true;        // record replayable calls once and replay them
+  bool graphs = true;   // record replayable calls once and replay them
 };
 
 // What `ferry run` sets beside the inputs: sampling, seed, flow steps.

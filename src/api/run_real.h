@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "api/chat_prompt.h"
 #include "core/status.h"
 #include "image/image.h"
 #include "image/trajectory_picture.h"
-#include "api/chat_prompt.h"
 #include "model/config.h"
 #include "model/ego_history.h"
 #include "model/inference.h"

@@ -6,15 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "api/session_args.h"
 #include "cli/cli_support.h"
 #include "cli/progress.h"
-#include "api/session_args.h"
 #include "cli/workload_args.h"
-#include "measure/machine_limits.h"
 #include "exec/executor.h"
 #include "exec/session.h"
-#include "plan/stream_timeline.h"
+#include "measure/machine_limits.h"
 #include "model/inference.h"
+#include "plan/stream_timeline.h"
 
 namespace ferry::cli {
 

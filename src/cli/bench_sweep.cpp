@@ -16,9 +16,9 @@
 #include "cli/plan_report.h"
 #include "core/parse_size.h"
 #include "core/units.h"
-#include "measure/peak_sampler.h"
 #include "exec/session.h"
 #include "format/atomic_write.h"
+#include "measure/peak_sampler.h"
 #include "plan/sweep.h"
 
 namespace ferry::cli {
@@ -322,8 +322,7 @@ void bench_sweep(const BenchArgs& a, const OpenModel& m, const Workload& w,
   if (!a.plot.empty()) report.check(write_file_atomic(a.plot, sweep_svg(s.rows, title)));
   summarize_rows(s);
   if (a.json) {
-    std::cout << sweep_report_json(s).dump(-1, ' ', false,
-                                           nlohmann::json::error_handler_t::replace)
+    std::cout << sweep_report_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
     return;
   }

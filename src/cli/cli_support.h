@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "api/open_model.h"
 #include "cli/flags.h"
 #include "core/status.h"
-#include "api/open_model.h"
 
 namespace ferry::cli {
 

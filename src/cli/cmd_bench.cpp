@@ -16,29 +16,29 @@
 #include <string>
 #include <vector>
 
+#include "api/session_args.h"
 #include "backend/backend.h"
 #include "backend/op_timing_backend.h"
 #include "cli/bench.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
-#include "cli/plan_report.h"
 #include "cli/op_timing_report.h"
+#include "cli/plan_report.h"
 #include "cli/progress.h"
-#include "api/session_args.h"
 #include "cli/session_flags.h"
 #include "cli/start_report.h"
 #include "cli/timeline_json.h"
 #include "core/stats.h"
 #include "core/units.h"
-#include "measure/machine_limits.h"
-#include "measure/peak_sampler.h"
-#include "measure/op_timing_provider.h"
 #include "exec/session.h"
 #include "exec/start_times.h"
 #include "format/atomic_write.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "measure/machine_limits.h"
+#include "measure/op_timing_provider.h"
+#include "measure/peak_sampler.h"
 #include "model/call_sequence.h"
+#include "model/config_json.h"
 #include "model/cost.h"
 #include "model/inference.h"
 #include "model/weights.h"
@@ -181,16 +181,16 @@ struct BenchReport {
   const StartTimes& start;
   const Backend& backend;
   const Session& session;
-  const InferenceResult& first;      // the first timed run
+  const InferenceResult& first;                // the first timed run
   std::array<double, kPhaseCount> streamed{};  // bytes over the link per inference, by phase
   double streamed_total = 0;
   std::optional<TimelineSummary> timeline{};  // what the copy engine did (one more run)
   MemoryLedger ledger{};
-  std::optional<uint64_t> outside{};  // the driver's peak, seen from outside
-  int64_t samples = 0;              // the peak sampler's, at the end
+  std::optional<uint64_t> outside{};                 // the driver's peak, seen from outside
+  int64_t samples = 0;                               // the peak sampler's, at the end
   std::array<StageStats, kPhaseCount + 1> stages{};  // by phase, then the total
-  std::vector<PhaseOpTimes> profile{};  // --op-profile
-  int64_t decode_steps = 0;           // distinct decode steps in the call sequence
+  std::vector<PhaseOpTimes> profile{};               // --op-profile
+  int64_t decode_steps = 0;                          // distinct decode steps in the call sequence
 
   const StreamingStats& st() const { return session.streaming(); }
   const SessionPlan& planned() const { return session.planned(); }
@@ -210,8 +210,9 @@ const char* const kStageNames[] = {"vision", "prefill", "decode", "expert", "tot
 
 // Floors (from the actual prompt length and the rows the expert saw) and the timed runs' times,
 // per stage and in total.
-std::array<StageStats, kPhaseCount + 1> stage_stats(const BenchReport& r, const std::vector<Call>& calls,
-                                      const std::vector<PhaseTimes>& run_times) {
+std::array<StageStats, kPhaseCount + 1> stage_stats(const BenchReport& r,
+                                                    const std::vector<Call>& calls,
+                                                    const std::vector<PhaseTimes>& run_times) {
   const CostContext ctx = cost_context(r.config, r.w, static_cast<int64_t>(r.first.prompt.size()),
                                        r.first.expert_offset);
   const std::vector<CallCost> costs = call_costs(r.config, r.weights, calls, ctx);
@@ -258,8 +259,8 @@ nlohmann::json stages_json(const BenchReport& r) {
     const StageStats& st = r.stages[s];
     if (st.calls == 0) continue;
     nlohmann::json& stage = j[kStageNames[s]];
-    stage = {{"median_s", st.median()}, {"min_s", st.min()},     {"max_s", st.max()},
-             {"floor_s", st.floor},     {"flops", st.flops},     {"bytes", st.bytes},
+    stage = {{"median_s", st.median()}, {"min_s", st.min()},   {"max_s", st.max()},
+             {"floor_s", st.floor},     {"flops", st.flops},   {"bytes", st.bytes},
              {"calls", st.calls},       {"runs_s", st.seconds}};
     const double link_bytes = r.link_bytes_of(s);
     stage["streamed_bytes"] = link_bytes;
@@ -320,12 +321,11 @@ nlohmann::json bench_json(const BenchReport& r) {
   j["start"] = start_json(r.start);
   j["graphs"]["kept"] = session.graphs();
   j["streamed_bytes_per_run"] = r.streamed_total;
-  j["device_peak_bytes"] = {
-      {"ferry_books", r.ledger.peak},
-      {"reserved", r.ledger.reserved},
-      {"outside", r.outside ? nlohmann::json(*r.outside) : nlohmann::json()},
-      {"outside_method", r.backend.driver_device_bytes_method()},
-      {"samples", r.samples}};
+  j["device_peak_bytes"] = {{"ferry_books", r.ledger.peak},
+                            {"reserved", r.ledger.reserved},
+                            {"outside", r.outside ? nlohmann::json(*r.outside) : nlohmann::json()},
+                            {"outside_method", r.backend.driver_device_bytes_method()},
+                            {"samples", r.samples}};
   if (nlohmann::json stages = stages_json(r); !stages.is_null()) j["stages"] = std::move(stages);
   j["tokens"] = r.first.tokens;
   if (a.op_profile) j["op_profile"] = op_times_json(r.profile);
@@ -360,8 +360,7 @@ void print_bench_header(const BenchReport& r) {
     std::printf(
         "graphs:   on, per run %lld calls recorded (%.2f ms of host time, in the stage times), "
         "%lld replayed\n",
-        static_cast<long long>(r.first.times.recorded_calls()),
-        r.first.times.record_time() * 1e3,
+        static_cast<long long>(r.first.times.recorded_calls()), r.first.times.record_time() * 1e3,
         static_cast<long long>(r.first.times.replayed_calls()));
   } else {
     std::printf("graphs:   off (every op launched one by one)\n");
@@ -378,8 +377,7 @@ void print_bench_header(const BenchReport& r) {
   std::printf("device:   peak %s in ferry's books", binary_bytes(r.ledger.peak).c_str());
   if (r.outside) {
     std::printf(", %s seen by the driver (%s, %lld samples)", binary_bytes(*r.outside).c_str(),
-                r.backend.driver_device_bytes_method().c_str(),
-                static_cast<long long>(r.samples));
+                r.backend.driver_device_bytes_method().c_str(), static_cast<long long>(r.samples));
   }
   if (planned.vram) std::printf("; budget %s", binary_bytes(*planned.vram).c_str());
   std::printf("\n");
@@ -404,14 +402,13 @@ void print_stage_table(const BenchReport& r) {
     const double link_bytes = r.link_bytes_of(s);
     // Measured (copy-engine busy time over the stage's time) when there is a timeline.
     const std::optional<double> copy_busy = r.copy_busy_of(s);
-    const double busy = copy_busy ? (t > 0 ? *copy_busy / t : 0)
-                                  : (t > 0 && h2d > 0 ? link_bytes / h2d / t : 0);
+    const double busy =
+        copy_busy ? (t > 0 ? *copy_busy / t : 0) : (t > 0 && h2d > 0 ? link_bytes / h2d / t : 0);
     std::printf(
         "%-8s %8.2fms %8.2fms %8.2fms %8.2fms %7.1f%% %10.3g %10.1f %9.2f %8.0f%% %8.2fms\n",
         kStageNames[s], t * 1e3, st.min() * 1e3, st.max() * 1e3, st.floor * 1e3,
         t > 0 ? 100.0 * st.floor / t : 0.0, t > 0 ? st.flops / t / 1e12 : 0,
-        t > 0 ? st.bytes / t / 1e9 : 0, link_bytes / 1e9, 100.0 * busy,
-        r.predicted_of(s) * 1e3);
+        t > 0 ? st.bytes / t / 1e9 : 0, link_bytes / 1e9, 100.0 * busy, r.predicted_of(s) * 1e3);
   }
 }
 
@@ -460,8 +457,9 @@ void print_bench(const BenchReport& r) {
 
 // One session under the flags' budget: opened, timed, measured, then printed.
 void bench_session(const BenchArgs& a, const OpenModel& m, const Workload& w,
-                   const std::vector<Call>& calls, const MachineLimits& limits, const SessionOptions& so, StartTimes& start,
-                   Backend& backend, std::optional<Progress>& progress, bool say) {
+                   const std::vector<Call>& calls, const MachineLimits& limits,
+                   const SessionOptions& so, StartTimes& start, Backend& backend,
+                   std::optional<Progress>& progress, bool say) {
   if (say) std::fprintf(stderr, "bench: loading %s...\n", a.model.c_str());
   progress->stage("loading weights");
   // The outside view of device memory from here on: the session and every run.
@@ -473,8 +471,15 @@ void bench_session(const BenchArgs& a, const OpenModel& m, const Workload& w,
   const StreamingStats loaded = session->streaming();
   const TimedRuns timed = time_runs(*session, a, m.checkpoint, *progress, say);
   progress.reset();
-  BenchReport r{.a = a, .config = m.config, .weights = m.weights, .w = w, .limits = limits,
-                .start = start, .backend = backend, .session = *session, .first = *timed.first};
+  BenchReport r{.a = a,
+                .config = m.config,
+                .weights = m.weights,
+                .w = w,
+                .limits = limits,
+                .start = start,
+                .backend = backend,
+                .session = *session,
+                .first = *timed.first};
   const auto inferences = static_cast<double>(a.warmup + a.runs);
   for (size_t p = 0; p < kPhaseCount; ++p) {
     r.streamed[p] =

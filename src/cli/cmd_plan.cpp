@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "api/session_args.h"
 #include "backend/backend.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/plan_report.h"
-#include "api/session_args.h"
 #include "cli/session_flags.h"
-#include "core/parse_size.h"
 #include "cli/workload_args.h"
+#include "core/parse_size.h"
 #include "core/units.h"
 #include "exec/session_plan.h"
 #include "format/atomic_write.h"
@@ -224,12 +224,17 @@ void plan(const PlanArgs& a) {
   const std::optional<uint64_t> vram = report.check(resolve_vram(*backend, so));
   const SessionPlan sp = report.check(choose_plan(ctx, weights, so, vram));
   if (!a.out.empty()) report.check(write_file_atomic(a.out, plan_to_json(sp.plan, weights)));
-  const PlanReport r{.a = a, .config = m.config, .weights = weights, .w = w,
-                     .backend = *backend, .ctx = ctx, .sp = sp, .vram = vram,
+  const PlanReport r{.a = a,
+                     .config = m.config,
+                     .weights = weights,
+                     .w = w,
+                     .backend = *backend,
+                     .ctx = ctx,
+                     .sp = sp,
+                     .vram = vram,
                      .fixed = ctx.fixed_bytes()};
   if (a.json) {
-    std::cout << plan_report_json(r).dump(-1, ' ', false,
-                                          nlohmann::json::error_handler_t::replace)
+    std::cout << plan_report_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
     return;
   }

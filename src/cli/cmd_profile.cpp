@@ -12,20 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "api/session_args.h"
 #include "backend/backend.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "api/session_args.h"
 #include "cli/session_flags.h"
 #include "cli/timeline_json.h"
 #include "cli/workload_args.h"
 #include "core/units.h"
+#include "exec/session.h"
+#include "format/atomic_write.h"
 #include "measure/background_copies.h"
 #include "measure/machine_limits.h"
 #include "measure/profiler.h"
-#include "exec/session.h"
-#include "format/atomic_write.h"
 
 namespace ferry::cli {
 namespace {
@@ -172,7 +172,7 @@ struct ProfileReport {
   const std::string& second_pass;
   const std::string& map_pass;
   double pipeline_ratio = 1;
-  double dma_total = 0;                  // every group copied once
+  double dma_total = 0;                   // every group copied once
   std::array<double, kPhaseCount> exe{};  // Σ C_EXE over the session's calls, by phase
 };
 
@@ -320,9 +320,17 @@ void profile(const ProfileArgs& a) {
     report.check(
         write_file_atomic(a.timeline_out, timelines_json(calls.timelines, weights).dump()));
   }
-  ProfileReport r{.a = a, .config = m.config, .weights = weights, .w = w, .p = p,
-                  .copies = copies, .calls = calls, .plan = plan, .memory = memory,
-                  .second_pass = second_pass, .map_pass = map_pass,
+  ProfileReport r{.a = a,
+                  .config = m.config,
+                  .weights = weights,
+                  .w = w,
+                  .p = p,
+                  .copies = copies,
+                  .calls = calls,
+                  .plan = plan,
+                  .memory = memory,
+                  .second_pass = second_pass,
+                  .map_pass = map_pass,
                   .pipeline_ratio = pipeline_ratio};
   for (const GroupProfile& g : p.groups) r.dma_total += g.dma_s;
   for (const Call& c : session_calls) {

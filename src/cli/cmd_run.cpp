@@ -14,24 +14,24 @@
 #include <sstream>
 #include <string>
 
+#include "api/npy.h"
+#include "api/run_real.h"
+#include "api/session_args.h"
 #include "backend/backend.h"
 #include "cli/cli_support.h"
 #include "cli/commands.h"
-#include "api/npy.h"
 #include "cli/progress.h"
-#include "api/run_real.h"
-#include "api/session_args.h"
 #include "cli/session_flags.h"
 #include "cli/start_report.h"
 #include "cli/workload_args.h"
 #include "core/interrupt.h"
 #include "core/units.h"
-#include "measure/peak_sampler.h"
 #include "exec/session.h"
 #include "exec/start_times.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "measure/peak_sampler.h"
 #include "model/call_sequence.h"
+#include "model/config_json.h"
 #include "model/inference.h"
 #include "model/weights.h"
 
@@ -195,9 +195,9 @@ void dry_run(const RunArgs& a, const ModelDescription& model, const Workload& w,
       report.check(plan_session(*backend, config, weights, w, so, runtime, /*in_place=*/true));
   std::cout << "model " << architecture_name(config.arch) << " (" << a.model << "), "
             << weights.groups.size() << " groups, " << weights.total_bytes() << " bytes\n"
-            << "workload: images " << w.num_images << " (" << w.image_height << "x"
-            << w.image_width << "), prompt " << w.prompt_tokens << " tokens, generate "
-            << w.gen_tokens << ", flow steps " << w.flow_steps << ", seed " << w.seed << "\n"
+            << "workload: images " << w.num_images << " (" << w.image_height << "x" << w.image_width
+            << "), prompt " << w.prompt_tokens << " tokens, generate " << w.gen_tokens
+            << ", flow steps " << w.flow_steps << ", seed " << w.seed << "\n"
             << format_call_sequence(calls, weights) << std::flush;
   print_plan(stdout, planned.first, weights, planned.second);
 }
@@ -383,8 +383,8 @@ void print_run_results(const RunReport& rep) {
 }
 
 // The checkpoint opened, a session under the budget, one inference, its files, then the report.
-void run_session(const RunArgs& a, const OpenModel& m, const Workload& w,
-                 const SessionOptions& so, StartTimes& start, std::optional<RealInputs>& real) {
+void run_session(const RunArgs& a, const OpenModel& m, const Workload& w, const SessionOptions& so,
+                 StartTimes& start, std::optional<RealInputs>& real) {
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams, start));
   PeakSampler sampler(*backend);
@@ -398,8 +398,14 @@ void run_session(const RunArgs& a, const OpenModel& m, const Workload& w,
   std::optional<GeneratedText> text;
   const InferenceResult r = infer(a, *session, m.checkpoint, real, progress, text);
   write_outputs(a, m.config, real, r);
-  RunReport rep{.a = a, .config = m.config, .weights = m.weights, .backend = *backend,
-                .session = *session, .start = start, .r = r, .text = text};
+  RunReport rep{.a = a,
+                .config = m.config,
+                .weights = m.weights,
+                .backend = *backend,
+                .session = *session,
+                .start = start,
+                .r = r,
+                .text = text};
   rep.ledger = backend->ledger();
   rep.outside = sampler.peak();
   if (a.json) {

@@ -12,8 +12,8 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
-#include "model/config_json.h"
 #include "format/nonfinite_scan.h"
+#include "model/config_json.h"
 #include "model/weights.h"
 
 namespace ferry::cli {

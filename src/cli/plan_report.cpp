@@ -12,7 +12,7 @@ namespace ferry::cli {
 namespace {
 
 constexpr std::array<Phase, kPhaseCount> kStages = {Phase::vision, Phase::prefill, Phase::decode,
-                                          Phase::expert};
+                                                    Phase::expert};
 
 double gib(uint64_t bytes) {
   return static_cast<double>(bytes) / static_cast<double>(uint64_t{1} << 30);

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/stream_timeline.h"
 #include "model/weights.h"
+#include "plan/stream_timeline.h"
 
 namespace ferry {
 

@@ -24,9 +24,9 @@ Result<ImageSize> parse_image_size(const std::string& text) {
 
 void add_workload_options(CLI::App* cmd, WorkloadArgs* a, WorkloadDefaults defaults) {
   const bool quick = defaults == WorkloadDefaults::quick;
-  add_int_option(cmd, "--images", &a->images, 0, kMaxImages,
-                 quick ? "Images (vision models; default 2)"
-                       : "Images (vision models; default 16 full-size)");
+  add_int_option(
+      cmd, "--images", &a->images, 0, kMaxImages,
+      quick ? "Images (vision models; default 2)" : "Images (vision models; default 16 full-size)");
   cmd->add_option_function<std::string>(
          "--image-size",
          [a](const std::string& text) {
@@ -44,7 +44,9 @@ void add_workload_options(CLI::App* cmd, WorkloadArgs* a, WorkloadDefaults defau
   add_int_option(cmd, "--steps", &a->steps, 1, kMaxFlowSteps, "Flow-matching steps (Alpamayo)");
 }
 
-bool tiny_model(const ModelConfig& config) { return config.text().hidden_size < 1024; }
+bool tiny_model(const ModelConfig& config) {
+  return config.text().hidden_size < 1024;
+}
 
 Result<Workload> make_workload(const WorkloadArgs& a, const ModelConfig& config,
                                WorkloadDefaults defaults) {

@@ -298,8 +298,7 @@ const char* segment_kind_name(SegmentKind kind) {
 }
 
 Result<std::vector<uint8_t>> encode_group(std::span<const uint8_t> bytes,
-                                          std::span<const Bf16Range> bf16,
-                                          const EncodeOptions& o) {
+                                          std::span<const Bf16Range> bf16, const EncodeOptions& o) {
   if (o.segment_elements < kChunk || o.segment_elements > kMaxSegmentElements ||
       o.segment_elements % kChunk != 0) {
     return make_error(ErrorCode::invalid_argument,
@@ -346,7 +345,8 @@ Result<std::vector<uint8_t>> encode_group(std::span<const uint8_t> bytes,
       const Planned& p = plan[static_cast<size_t>(k)];
       if (!p.bf16) continue;
       const uint8_t* src = bytes.data() + p.out_offset;
-      for (uint32_t i = 0; i < p.count; ++i) ++local[(src[2 * i + 1] << 1 | src[2 * i] >> 7) & 0xff];
+      for (uint32_t i = 0; i < p.count; ++i)
+        ++local[(src[2 * i + 1] << 1 | src[2 * i] >> 7) & 0xff];
     }
     std::lock_guard<std::mutex> lock(counts_mutex);
     for (uint32_t s = 0; s < kSymbols; ++s) counts[s] += local[s];
@@ -591,8 +591,8 @@ Result<GroupLayout> read_group_layout(std::span<const uint8_t> c) {
     }
   }
   if (end != decoded) {
-    return format_error("segments cover " + std::to_string(end) + " of " +
-                        std::to_string(decoded) + " bytes");
+    return format_error("segments cover " + std::to_string(end) + " of " + std::to_string(decoded) +
+                        " bytes");
   }
   return g;
 }

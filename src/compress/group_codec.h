@@ -30,9 +30,10 @@ struct Bf16Range {
 };
 
 struct EncodeOptions {
-  uint32_t segment_elements = kMaxSegmentElements;  // BF16 elements per segment, 256..8192, % 256 == 0
-  uint32_t copy_bytes = 16384;                      // raw bytes per copy segment, 1..kMaxCopyBytes
-  double max_ratio = 0.95;  // coded only if compressed <= max_ratio * decoded, else stored whole
+  uint32_t segment_elements =
+      kMaxSegmentElements;      // BF16 elements per segment, 256..8192, % 256 == 0
+  uint32_t copy_bytes = 16384;  // raw bytes per copy segment, 1..kMaxCopyBytes
+  double max_ratio = 0.95;     // coded only if compressed <= max_ratio * decoded, else stored whole
   ThreadPool* pool = nullptr;  // segments encoded on its threads (null: this thread)
 };
 

@@ -29,17 +29,17 @@ inline constexpr uint16_t kModeCoded = 1;
 
 // Header fields (byte offsets).
 inline constexpr uint32_t kHeaderBytes = 64;
-inline constexpr uint32_t kHeaderMagic = 0;          // u8[4]
-inline constexpr uint32_t kHeaderVersion = 4;        // u16
-inline constexpr uint32_t kHeaderMode = 6;           // u16
-inline constexpr uint32_t kHeaderDecodedSize = 8;    // u64
-inline constexpr uint32_t kHeaderChecksum = 16;      // u64, group_checksum of the decoded bytes
-inline constexpr uint32_t kHeaderSegmentCount = 24;  // u32
-inline constexpr uint32_t kHeaderProbBits = 28;      // u32, kProbBits (coded), 0 (stored)
-inline constexpr uint32_t kHeaderIndexOffset = 32;   // u64, kHeaderBytes + kTableBytes (coded)
-inline constexpr uint32_t kHeaderPayloadOffset = 40; // u64
-inline constexpr uint32_t kHeaderPayloadSize = 48;   // u64, compressed size - payload offset
-inline constexpr uint32_t kHeaderReserved = 56;      // u64, 0
+inline constexpr uint32_t kHeaderMagic = 0;           // u8[4]
+inline constexpr uint32_t kHeaderVersion = 4;         // u16
+inline constexpr uint32_t kHeaderMode = 6;            // u16
+inline constexpr uint32_t kHeaderDecodedSize = 8;     // u64
+inline constexpr uint32_t kHeaderChecksum = 16;       // u64, group_checksum of the decoded bytes
+inline constexpr uint32_t kHeaderSegmentCount = 24;   // u32
+inline constexpr uint32_t kHeaderProbBits = 28;       // u32, kProbBits (coded), 0 (stored)
+inline constexpr uint32_t kHeaderIndexOffset = 32;    // u64, kHeaderBytes + kTableBytes (coded)
+inline constexpr uint32_t kHeaderPayloadOffset = 40;  // u64
+inline constexpr uint32_t kHeaderPayloadSize = 48;    // u64, compressed size - payload offset
+inline constexpr uint32_t kHeaderReserved = 56;       // u64, 0
 
 // The rANS table: 256 symbols, frequencies in units of 2^-kProbBits.
 inline constexpr uint32_t kSymbols = 256;
@@ -79,7 +79,9 @@ inline constexpr uint32_t kStateBytes = kLanes * 4;
 inline constexpr uint32_t kPerLane = 8;
 inline constexpr uint32_t kChunk = kLanes * kPerLane;
 
-FERRY_COMPRESS_HD constexpr uint64_t align16(uint64_t x) { return (x + 15) & ~uint64_t{15}; }
+FERRY_COMPRESS_HD constexpr uint64_t align16(uint64_t x) {
+  return (x + 15) & ~uint64_t{15};
+}
 
 // A BF16 value split into the byte that is coded (the 8 exponent bits) and the byte stored raw
 // (sign in bit 7, the 7 mantissa bits below it), and joined back.
@@ -94,9 +96,9 @@ FERRY_COMPRESS_HD constexpr uint16_t bf16_join(uint8_t exponent, uint8_t sign_ma
                                (static_cast<uint32_t>(exponent) << 7) | (sign_mantissa & 0x7fu));
 }
 
-// One decode-table entry per slot of [0, kProbScale): symbol | (freq - 1) << 8 | (slot - cum) << 20.
-// A decode step is: e = table[x & (kProbScale - 1)]; symbol = e & 0xff;
-// x = ((e >> 8 & 0xfff) + 1) * (x >> kProbBits) + (e >> 20); if x < kStateLow, x = x << 16 | word.
+// One decode-table entry per slot of [0, kProbScale): symbol | (freq - 1) << 8 | (slot - cum)
+// << 20. A decode step is: e = table[x & (kProbScale - 1)]; symbol = e & 0xff; x = ((e >> 8 &
+// 0xfff) + 1) * (x >> kProbBits) + (e >> 20); if x < kStateLow, x = x << 16 | word.
 FERRY_COMPRESS_HD constexpr uint32_t table_entry(uint32_t symbol, uint32_t freq, uint32_t offset) {
   return symbol | ((freq - 1) << 8) | (offset << 20);
 }

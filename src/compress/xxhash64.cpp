@@ -14,7 +14,9 @@ constexpr uint64_t kP3 = 0x165667B19E3779F9ull;
 constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ull;
 constexpr uint64_t kP5 = 0x27D4EB2F165667C5ull;
 
-inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 
 inline uint64_t read64(const uint8_t* p) {
   uint64_t v = 0;
@@ -94,7 +96,8 @@ uint64_t group_checksum(std::span<const uint8_t> bytes, ThreadPool* pool) {
       const size_t off = static_cast<size_t>(b) * kChecksumBlock;
       const size_t len = std::min(kChecksumBlock, bytes.size() - off);
       uint64_t h = xxh64(bytes.data() + off, len, 0);
-      for (int i = 0; i < 8; ++i, h >>= 8) leaves[static_cast<size_t>(b) * 8 + i] = static_cast<uint8_t>(h);
+      for (int i = 0; i < 8; ++i, h >>= 8)
+        leaves[static_cast<size_t>(b) * 8 + i] = static_cast<uint8_t>(h);
     }
   });
   return xxh64(leaves.data(), leaves.size(), static_cast<uint64_t>(bytes.size()));

@@ -19,9 +19,9 @@ inline double upper_median(std::vector<double> v) {
 
 // The median: the middle value of an odd count, the mean of the two middle ones of an even
 // count; 0 for none. What a measured profile takes over the many samples of one cost
-// (measure/profiler.cpp, plan/timeline_stats.cpp: copy times, C_EXE per group and phase, host-step gaps): an estimate of
-// the typical value that feeds the planner, not a report of runs, and the rule the stored
-// profiles (bench/profiles) were measured with.
+// (measure/profiler.cpp, plan/timeline_stats.cpp: copy times, C_EXE per group and phase, host-step
+// gaps): an estimate of the typical value that feeds the planner, not a report of runs, and the
+// rule the stored profiles (bench/profiles) were measured with.
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());

@@ -14,7 +14,6 @@ std::string units_fmt(const char* format, double value) {
 
 }  // namespace
 
-
 std::string binary_bytes(uint64_t bytes) {
   char buf[32];
   const auto b = static_cast<double>(bytes);

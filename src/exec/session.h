@@ -20,12 +20,12 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "host/host_tier.h"
 #include "exec/executor.h"
 #include "exec/session_plan.h"
 #include "exec/start_times.h"
 #include "exec/streaming_provider.h"
 #include "format/safetensors.h"
+#include "host/host_tier.h"
 #include "model/config.h"
 #include "model/inference.h"
 #include "model/weights.h"

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <memory>
 
-#include "core/units.h"
 #include "backend/measuring_backend.h"
+#include "core/units.h"
 #include "model/cost.h"
 #include "plan/lent_cache.h"
 

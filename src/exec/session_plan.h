@@ -23,9 +23,9 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "host/host_tier.h"
 #include "exec/streaming_provider.h"
 #include "format/safetensors.h"
+#include "host/host_tier.h"
 #include "model/call_sequence.h"
 #include "model/config.h"
 #include "model/inference.h"

@@ -40,13 +40,13 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "exec/executor.h"
 #include "host/host_tier.h"
 #include "model/call_sequence.h"
-#include "exec/executor.h"
-#include "plan/stream_timeline.h"
 #include "model/weights.h"
 #include "plan/lent_cache.h"
 #include "plan/plan.h"
+#include "plan/stream_timeline.h"
 
 namespace ferry {
 
@@ -67,9 +67,9 @@ struct StreamingOptions {
 struct StreamingStats {
   uint64_t bytes_copied = 0;  // host -> device bytes of streamed groups, over all inferences
   std::array<uint64_t, kPhaseCount> bytes_by_phase{};  // the same, by the phase of the call served
-  int64_t group_copies = 0;                  // streamed calls served by a copy
-  int64_t lent_hits = 0;                     // streamed calls served by the lent cache
-  int64_t copy_calls = 0;                    // backend copies issued (a group may need a few)
+  int64_t group_copies = 0;                            // streamed calls served by a copy
+  int64_t lent_hits = 0;                               // streamed calls served by the lent cache
+  int64_t copy_calls = 0;  // backend copies issued (a group may need a few)
   uint64_t resident_bytes = 0;
   // The resident load: the first copy enqueued to the last completed (create()), waits for the
   // registration of the pieces under them included.

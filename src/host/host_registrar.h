@@ -29,8 +29,8 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "host/host_copy.h"
 #include "format/safetensors.h"
+#include "host/host_copy.h"
 
 namespace ferry {
 

@@ -25,11 +25,11 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "format/safetensors.h"
 #include "host/bounce_ring.h"
 #include "host/host_copy.h"
 #include "host/host_registrar.h"
 #include "host/page_cache.h"
-#include "format/safetensors.h"
 #include "model/weights.h"
 
 namespace ferry {

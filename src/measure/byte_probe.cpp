@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "core/stats.h"
-#include "host/page_cache.h"
 #include "exec/streaming_provider.h"
+#include "host/page_cache.h"
 #include "plan/plan.h"
 
 namespace ferry {

@@ -26,9 +26,9 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "format/safetensors.h"
 #include "host/bounce_ring.h"
 #include "host/host_tier.h"
-#include "format/safetensors.h"
 #include "model/weights.h"
 #include "plan/byte_paths.h"
 

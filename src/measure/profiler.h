@@ -38,14 +38,14 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
+#include "exec/session.h"
 #include "host/host_tier.h"
 #include "measure/machine_limits.h"
-#include "exec/session.h"
-#include "plan/stream_timeline.h"
-#include "plan/timeline_stats.h"
 #include "model/weights.h"
 #include "model/workload.h"
 #include "plan/profile.h"
+#include "plan/stream_timeline.h"
+#include "plan/timeline_stats.h"
 
 namespace ferry {
 

@@ -115,8 +115,8 @@ class GraphCache {
 class CallWalker {
  public:
   virtual ~CallWalker() = default;
-  virtual Result<PhaseTimes> walk(Stream& stream, std::span<const Call> calls,
-                                  CallHandler& handler, const ExecOptions& options) = 0;
+  virtual Result<PhaseTimes> walk(Stream& stream, std::span<const Call> calls, CallHandler& handler,
+                                  const ExecOptions& options) = 0;
   // Recorded calls kept across walks (null: recorded for one walk only); a handler may drop the
   // recordings its next calls can no longer replay.
   virtual GraphCache* graphs() = 0;

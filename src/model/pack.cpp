@@ -11,9 +11,9 @@
 #include <stdexcept>
 
 #include "format/atomic_write.h"
-#include "model/config_json.h"
 #include "format/fault_guard.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 
 namespace ferry {
 namespace {

@@ -192,8 +192,7 @@ void synth_fill(uint64_t seed, uint64_t tensor_index, const WeightSpec& spec, Sy
 }
 
 std::vector<TensorToWrite> synth_tensors(const ModelWeights& weights, uint64_t seed,
-                                         std::atomic<uint64_t>* progress,
-                                         SynthDistribution dist) {
+                                         std::atomic<uint64_t>* progress, SynthDistribution dist) {
   std::vector<TensorToWrite> out;
   std::set<std::string_view> seen;
   uint64_t index = 0;

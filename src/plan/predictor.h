@@ -64,8 +64,8 @@ struct PhaseTime {
 struct Prediction {
   double total_s = 0;
   std::array<PhaseTime, kPhaseCount> phases{};  // index phase_index(Phase)
-  uint64_t link_bytes = 0;            // bytes over the link per inference (copies, mapped reads)
-  uint64_t mapped_bytes = 0;          // of those, read in place by mapped calls
+  uint64_t link_bytes = 0;    // bytes over the link per inference (copies, mapped reads)
+  uint64_t mapped_bytes = 0;  // of those, read in place by mapped calls
   int64_t copies = 0;
   double copy_busy_s = 0;      // Σ C_DMA: how long the copy engine works
   double compute_busy_s = 0;   // Σ compute time of all calls

@@ -42,7 +42,6 @@
 
 namespace ferry {
 
-
 struct GroupProfile {
   std::string name;    // ModelWeights group name
   uint64_t bytes = 0;  // the group's padded bytes (what one copy moves)

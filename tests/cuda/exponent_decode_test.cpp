@@ -82,9 +82,9 @@ DeviceRun run_on_device(const std::vector<uint8_t>& device_bytes, const GroupLay
   uint8_t* o = static_cast<uint8_t*>(out->get()) + kGuard + misalign;
   GroupLayout l = layout;
   if (compressed_size_override != 0) l.compressed_size = compressed_size_override;
-  r.launched = cuda::decode_group_async(l, static_cast<const uint8_t*>(in->get()), o,
-                                        capacity - misalign, static_cast<DecodeErrorWord*>(err->get()),
-                                        nullptr);
+  r.launched =
+      cuda::decode_group_async(l, static_cast<const uint8_t*>(in->get()), o, capacity - misalign,
+                               static_cast<DecodeErrorWord*>(err->get()), nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint8_t> all(2 * kGuard + capacity);
   EXPECT_EQ(cudaMemcpy(all.data(), out->get(), all.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -222,23 +222,34 @@ TEST(ExponentDecode, HostileBytesSetTheFaultAndStayInBounds) {
   const std::vector<Case> cases = {
       {"magic", [](auto& v) { v[0] = 'X'; }, DecodeFault::header},
       {"mode stored", [](auto& v) { put16(v, compress::kHeaderMode, 0); }, DecodeFault::header},
-      {"payload size", [](auto& v) { put64(v, compress::kHeaderPayloadSize, 1); }, DecodeFault::header},
-      {"segment count", [](auto& v) { put32(v, compress::kHeaderSegmentCount, 7); }, DecodeFault::header},
+      {"payload size", [](auto& v) { put64(v, compress::kHeaderPayloadSize, 1); },
+       DecodeFault::header},
+      {"segment count", [](auto& v) { put32(v, compress::kHeaderSegmentCount, 7); },
+       DecodeFault::header},
       {"decoded size past the buffer",
-       [](auto& v) { put64(v, compress::kHeaderDecodedSize, get64(v, compress::kHeaderDecodedSize) + 2); },
+       [](auto& v) {
+         put64(v, compress::kHeaderDecodedSize, get64(v, compress::kHeaderDecodedSize) + 2);
+       },
        DecodeFault::capacity},
       {"table sum", [](auto& v) { v[compress::kHeaderBytes + 2 * 200] += 1; }, DecodeFault::table},
-      {"out offset huge", [](auto& v) { put64(v, entry(3, 0), 1ull << 50); }, DecodeFault::entry, DecodeFault::tiling},
-      {"out offset wraps", [](auto& v) { put64(v, entry(3, 0), ~0ull - 1); }, DecodeFault::entry, DecodeFault::tiling},
+      {"out offset huge", [](auto& v) { put64(v, entry(3, 0), 1ull << 50); }, DecodeFault::entry,
+       DecodeFault::tiling},
+      {"out offset wraps", [](auto& v) { put64(v, entry(3, 0), ~0ull - 1); }, DecodeFault::entry,
+       DecodeFault::tiling},
       {"in offset huge", [](auto& v) { put64(v, entry(4, 8), 1ull << 40); }, DecodeFault::entry},
       {"in length huge", [](auto& v) { put32(v, entry(3, 16), 0xfffffff0u); }, DecodeFault::entry},
-      {"count huge", [](auto& v) { put32(v, entry(1, 20), 0x7fffffffu); }, DecodeFault::entry, DecodeFault::tiling},
+      {"count huge", [](auto& v) { put32(v, entry(1, 20), 0x7fffffffu); }, DecodeFault::entry,
+       DecodeFault::tiling},
       {"kind", [](auto& v) { put16(v, entry(2, 24), 5); }, DecodeFault::entry},
       {"reserved", [](auto& v) { v[entry(2, 30)] = 1; }, DecodeFault::entry},
-      {"out offset shifted", [](auto& v) { put64(v, entry(3, 0), get64(v, entry(3, 0)) + 2); }, DecodeFault::tiling},
-      {"in length shorter", [](auto& v) { put32(v, entry(3, 16), static_cast<uint32_t>(get64(v, entry(3, 16))) - 2); }, DecodeFault::stream},
+      {"out offset shifted", [](auto& v) { put64(v, entry(3, 0), get64(v, entry(3, 0)) + 2); },
+       DecodeFault::tiling},
+      {"in length shorter",
+       [](auto& v) { put32(v, entry(3, 16), static_cast<uint32_t>(get64(v, entry(3, 16))) - 2); },
+       DecodeFault::stream},
       {"word flipped", [words3](auto& v) { v[words3 + 100] ^= 0x20; }, DecodeFault::state},
-      {"state below 2^16", [words3](auto& v) { put32(v, words3 - compress::kStateBytes + 4, 3); }, DecodeFault::state},
+      {"state below 2^16", [words3](auto& v) { put32(v, words3 - compress::kStateBytes + 4, 3); },
+       DecodeFault::state},
   };
   for (const Case& c : cases) {
     std::vector<uint8_t> v = enc;
@@ -288,9 +299,10 @@ TEST(ExponentDecode, RandomDamageAgreesWithTheCpu) {
     const DeviceRun r = run_on_device(v, layout, bytes.size());
     ASSERT_TRUE(r.launched.ok());
     EXPECT_TRUE(r.guards_intact) << trial;
-    EXPECT_EQ(r.error == 0, cpu_ok) << trial << ": "
-                                    << (r.error ? cuda::decode_error_status(r.error).error().to_string()
-                                                : std::string("device accepted"));
+    EXPECT_EQ(r.error == 0, cpu_ok)
+        << trial << ": "
+        << (r.error ? cuda::decode_error_status(r.error).error().to_string()
+                    : std::string("device accepted"));
     if (cpu_ok && r.error == 0) {
       EXPECT_TRUE(r.out == cpu) << trial;
       ++accepted;

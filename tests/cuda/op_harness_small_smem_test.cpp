@@ -133,8 +133,8 @@ Case decode_case(Rng& rng, int64_t visible, int64_t capacity, int head_dim) {
   c.op = "attention";
   c.shape = "S=1 vis=" + s(visible) + " cap=" + s(capacity) + " H=32/8 hd=" + s(head_dim);
   const int q = c.add(DType::bf16, 1, qc, rng.uniform(DType::bf16, qc, 2.0f), false);
-  const int k = c.add(DType::bf16, capacity, kc, rng.uniform(DType::bf16, capacity * kc, 2.0f),
-                      false);
+  const int k =
+      c.add(DType::bf16, capacity, kc, rng.uniform(DType::bf16, capacity * kc, 2.0f), false);
   const int v = c.add(DType::bf16, capacity, kc, rng.uniform(DType::bf16, capacity * kc), false);
   std::vector<uint8_t> pos(4);
   const auto p0 = static_cast<int32_t>(visible - 1);
@@ -184,15 +184,15 @@ TEST(SmallSharedMemory, DecodeKernelSameBytes) {
     int64_t visible, capacity;
     int head_dim;
   };
-  const Shape shapes[] = {{3000, 4096, 128}, {1001, 1001, 128}, {200, 256, 128},
-                          {3000, 4096, 64},  {77, 300, 64}};
+  const Shape shapes[] = {
+      {3000, 4096, 128}, {1001, 1001, 128}, {200, 256, 128}, {3000, 4096, 64}, {77, 300, 64}};
   for (const Shape& sh : shapes) {
     const Case c = decode_case(rng, sh.visible, sh.capacity, sh.head_dim);
     const std::vector<uint8_t> want = cpu_output(c);
     for (int split : {64, 128, 256}) {
       const Direct full = decode_direct(c, split, 0);
-      ASSERT_TRUE(full.status.ok()) << c.shape << " split=" << split << ": "
-                                    << full.status.error().to_string();
+      ASSERT_TRUE(full.status.ok())
+          << c.shape << " split=" << split << ": " << full.status.error().to_string();
       EXPECT_EQ(count_bad(want, full.out, c.buffers.back(), c.tol), 0)
           << c.shape << " split=" << split << " (uncapped vs CPU)";
       for (int cap : {kConsumerShared, 49152}) {

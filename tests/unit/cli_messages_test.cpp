@@ -205,8 +205,8 @@ TEST_F(CliMessages, FlagsTheModelIgnoresAreErrors) {
                "--steps: qwen3 has no action expert");
   expect_error(run_ferry_args({"run", "--model", q().string(), "--images", "1", "--dry-run"}),
                "run", "--images: qwen3 is a text-only model");
-  expect_error(run_ferry_args({"bench", "--model", q().string(), "--image-size", "64x64"}),
-               "bench", "--image-size: qwen3 is a text-only model");
+  expect_error(run_ferry_args({"bench", "--model", q().string(), "--image-size", "64x64"}), "bench",
+               "--image-size: qwen3 is a text-only model");
 }
 
 TEST_F(CliMessages, APromptShorterThanItsFixedPartsIsRefused) {

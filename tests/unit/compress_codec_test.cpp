@@ -34,8 +34,8 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
 }
 
 std::vector<uint8_t> round_trip(const std::vector<uint8_t>& bytes,
-                                const std::vector<Bf16Range>& ranges,
-                                const EncodeOptions& o = {}, ThreadPool* pool = nullptr) {
+                                const std::vector<Bf16Range>& ranges, const EncodeOptions& o = {},
+                                ThreadPool* pool = nullptr) {
   auto enc = encode_group(bytes, ranges, o);
   EXPECT_TRUE(enc.ok()) << enc.error().to_string();
   if (!enc.ok()) return {};
@@ -184,8 +184,8 @@ TEST(CompressCodec, SegmentsThatDoNotShrinkAreSplitNotCoded) {
 
 TEST(CompressCodec, BadRangesAreRefused) {
   const std::vector<uint8_t> bytes(100);
-  EXPECT_FALSE(encode_group(bytes, std::vector<Bf16Range>{{0, 3}}).ok());      // odd
-  EXPECT_FALSE(encode_group(bytes, std::vector<Bf16Range>{{90, 12}}).ok());    // past the end
+  EXPECT_FALSE(encode_group(bytes, std::vector<Bf16Range>{{0, 3}}).ok());    // odd
+  EXPECT_FALSE(encode_group(bytes, std::vector<Bf16Range>{{90, 12}}).ok());  // past the end
   EXPECT_FALSE(encode_group(bytes, std::vector<Bf16Range>{{20, 10}, {10, 4}}).ok());  // unsorted
   EXPECT_FALSE(encode_group(bytes, std::vector<Bf16Range>{{10, 10}, {18, 4}}).ok());  // overlap
   EncodeOptions o;
@@ -251,7 +251,9 @@ const Fixture& fixture() {
   return f;
 }
 
-size_t entry(size_t k, uint32_t field) { return kHeaderBytes + kTableBytes + 32 * k + field; }
+size_t entry(size_t k, uint32_t field) {
+  return kHeaderBytes + kTableBytes + 32 * k + field;
+}
 
 struct Corruption {
   const char* name;
@@ -294,13 +296,18 @@ TEST(CompressHostile, EveryCorruptionIsRefusedWithAReason) {
        [](auto& v) { set64(v, kHeaderDecodedSize, get64(v, kHeaderDecodedSize) - 2); },
        "ends past the decoded size"},
       {"decoded size huge", [](auto& v) { set64(v, kHeaderDecodedSize, ~0ull); }, "segments cover"},
-      {"segment count huge", [](auto& v) { set32(v, kHeaderSegmentCount, 0xffffffffu); }, "overruns"},
+      {"segment count huge", [](auto& v) { set32(v, kHeaderSegmentCount, 0xffffffffu); },
+       "overruns"},
       {"segment count zero", [](auto& v) { set32(v, kHeaderSegmentCount, 0); }, "no segments"},
       {"segment count smaller", [](auto& v) { set32(v, kHeaderSegmentCount, 4); }, "payload at"},
       {"precision", [](auto& v) { set32(v, kHeaderProbBits, 11); }, "precision"},
       {"index offset", [](auto& v) { set64(v, kHeaderIndexOffset, 600); }, "index at"},
-      {"payload offset", [](auto& v) { set64(v, kHeaderPayloadOffset, get64(v, kHeaderPayloadOffset) + 16); }, "payload at"},
-      {"payload size", [](auto& v) { set64(v, kHeaderPayloadSize, get64(v, kHeaderPayloadSize) - 16); }, "truncated or lying"},
+      {"payload offset",
+       [](auto& v) { set64(v, kHeaderPayloadOffset, get64(v, kHeaderPayloadOffset) + 16); },
+       "payload at"},
+      {"payload size",
+       [](auto& v) { set64(v, kHeaderPayloadSize, get64(v, kHeaderPayloadSize) - 16); },
+       "truncated or lying"},
       {"table sums to 4097", [](auto& v) { v[kHeaderBytes + 2 * 127] += 1; }, "sums to 4097"},
       {"table sums to 4095",
        [](auto& v) {
@@ -315,29 +322,60 @@ TEST(CompressHostile, EveryCorruptionIsRefusedWithAReason) {
       {"table overflows u16 sum", [](auto& v) { set16(v, kHeaderBytes, 0xffff); }, "sums to"},
       {"kind", [](auto& v) { set16(v, entry(3, kEntryKind), 9); }, "unknown kind"},
       {"entry reserved", [](auto& v) { v[entry(3, kEntryReserved + 3)] = 1; }, "reserved"},
-      {"out offset gap", [](auto& v) { set64(v, entry(3, kEntryOutOffset), get64(v, entry(3, kEntryOutOffset)) + 2); }, "previous segment ends"},
-      {"out offset overlap", [](auto& v) { set64(v, entry(1, kEntryOutOffset), 0); }, "previous segment ends"},
-      {"in offset past payload", [](auto& v) { set64(v, entry(4, kEntryInOffset), 1ull << 40); }, "past the payload"},
-      {"in offset wraps", [](auto& v) { set64(v, entry(4, kEntryInOffset), ~0ull - 15); }, "past the payload"},
-      {"in offset unaligned", [](auto& v) { set64(v, entry(3, kEntryInOffset), get64(v, entry(3, kEntryInOffset)) + 2); }, "aligned"},
-      {"in length odd", [](auto& v) { set32(v, entry(3, kEntryInLength), get32(v, entry(3, kEntryInLength)) + 1); }, "rANS part"},
-      {"in length below the states", [](auto& v) { set32(v, entry(3, kEntryInLength), 64); }, "rANS part"},
-      {"in length huge", [](auto& v) { set32(v, entry(3, kEntryInLength), 0xfffffffeu); }, "rANS part"},
-      {"in length longer (words past the stream)", [](auto& v) { set32(v, entry(4, kEntryInLength), get32(v, entry(4, kEntryInLength)) + 2); }, "segment 4"},
-      {"in length shorter (stream ends early)", [](auto& v) { set32(v, entry(3, kEntryInLength), get32(v, entry(3, kEntryInLength)) - 2); }, "segment 3"},
+      {"out offset gap",
+       [](auto& v) {
+         set64(v, entry(3, kEntryOutOffset), get64(v, entry(3, kEntryOutOffset)) + 2);
+       },
+       "previous segment ends"},
+      {"out offset overlap", [](auto& v) { set64(v, entry(1, kEntryOutOffset), 0); },
+       "previous segment ends"},
+      {"in offset past payload", [](auto& v) { set64(v, entry(4, kEntryInOffset), 1ull << 40); },
+       "past the payload"},
+      {"in offset wraps", [](auto& v) { set64(v, entry(4, kEntryInOffset), ~0ull - 15); },
+       "past the payload"},
+      {"in offset unaligned",
+       [](auto& v) { set64(v, entry(3, kEntryInOffset), get64(v, entry(3, kEntryInOffset)) + 2); },
+       "aligned"},
+      {"in length odd",
+       [](auto& v) { set32(v, entry(3, kEntryInLength), get32(v, entry(3, kEntryInLength)) + 1); },
+       "rANS part"},
+      {"in length below the states", [](auto& v) { set32(v, entry(3, kEntryInLength), 64); },
+       "rANS part"},
+      {"in length huge", [](auto& v) { set32(v, entry(3, kEntryInLength), 0xfffffffeu); },
+       "rANS part"},
+      {"in length longer (words past the stream)",
+       [](auto& v) { set32(v, entry(4, kEntryInLength), get32(v, entry(4, kEntryInLength)) + 2); },
+       "segment 4"},
+      {"in length shorter (stream ends early)",
+       [](auto& v) { set32(v, entry(3, kEntryInLength), get32(v, entry(3, kEntryInLength)) - 2); },
+       "segment 3"},
       {"copy length lies", [](auto& v) { set32(v, entry(1, kEntryInLength), 100); }, "copies"},
-      {"copy too long", [](auto& v) { set32(v, entry(1, kEntryCount), 70000); set32(v, entry(1, kEntryInLength), 70000); }, "65536"},
+      {"copy too long",
+       [](auto& v) {
+         set32(v, entry(1, kEntryCount), 70000);
+         set32(v, entry(1, kEntryInLength), 70000);
+       },
+       "65536"},
       {"count zero", [](auto& v) { set32(v, entry(0, kEntryCount), 0); }, "empty"},
       {"count too many", [](auto& v) { set32(v, entry(0, kEntryCount), 8193); }, "8192"},
-      {"count smaller", [](auto& v) { set32(v, entry(0, kEntryCount), 8191); }, "previous segment ends"},
-      {"count of the last segment larger", [](auto& v) { set32(v, entry(4, kEntryCount), get32(v, entry(4, kEntryCount)) + 1); }, "decoded size"},
-      {"kind rans -> split", [](auto& v) { set16(v, entry(3, kEntryKind), kKindSplit); }, "exponent bytes for"},
-      {"kind copy -> rans", [](auto& v) { set16(v, entry(1, kEntryKind), kKindRans); }, "previous segment ends"},
-      {"initial state below 2^16", [s1_words](auto& v) { set32(v, s1_words - kStateBytes + 8, 5); }, "below 2^16"},
-      {"initial state changed", [s1_words](auto& v) { v[s1_words - kStateBytes + 9] ^= 0x40; }, "segment 3"},
+      {"count smaller", [](auto& v) { set32(v, entry(0, kEntryCount), 8191); },
+       "previous segment ends"},
+      {"count of the last segment larger",
+       [](auto& v) { set32(v, entry(4, kEntryCount), get32(v, entry(4, kEntryCount)) + 1); },
+       "decoded size"},
+      {"kind rans -> split", [](auto& v) { set16(v, entry(3, kEntryKind), kKindSplit); },
+       "exponent bytes for"},
+      {"kind copy -> rans", [](auto& v) { set16(v, entry(1, kEntryKind), kKindRans); },
+       "previous segment ends"},
+      {"initial state below 2^16", [s1_words](auto& v) { set32(v, s1_words - kStateBytes + 8, 5); },
+       "below 2^16"},
+      {"initial state changed", [s1_words](auto& v) { v[s1_words - kStateBytes + 9] ^= 0x40; },
+       "segment 3"},
       {"word flipped", [s1_words](auto& v) { v[s1_words + 40] ^= 0x10; }, "segment 3"},
       {"sign+mantissa flipped", [s1_sm](auto& v) { v[s1_sm + 77] ^= 0x01; }, "checksum"},
-      {"copy byte flipped", [payload](auto& v) { v[payload + fixture().layout.segments[1].in_offset + 3] ^= 1; }, "checksum"},
+      {"copy byte flipped",
+       [payload](auto& v) { v[payload + fixture().layout.segments[1].in_offset + 3] ^= 1; },
+       "checksum"},
       {"checksum", [](auto& v) { v[kHeaderChecksum] ^= 1; }, "checksum"},
   };
   ThreadPool pool(3);

@@ -25,9 +25,9 @@ GroupBytes synth_group(const WeightGroup& g, SynthDistribution dist, uint64_t& t
   out.bytes.assign(g.bytes, 0);
   for (const WeightSpec& s : g.tensors) {
     const SynthInit init = synth_init(g, s, dist);
-    synth_fill(3, tensor_index++, s, init, 0,
-               std::span<std::byte>(reinterpret_cast<std::byte*>(out.bytes.data()) + s.offset,
-                                    s.bytes));
+    synth_fill(
+        3, tensor_index++, s, init, 0,
+        std::span<std::byte>(reinterpret_cast<std::byte*>(out.bytes.data()) + s.offset, s.bytes));
     if (s.dtype == DType::bf16) out.bf16.push_back({s.offset, s.bytes});
   }
   std::sort(out.bf16.begin(), out.bf16.end(),

@@ -15,8 +15,8 @@
 
 #include "cli_process.h"
 #include "core/finite.h"
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 #include "model/prompt.h"
 #include "model/weights.h"
 #include "scratch_dir.h"

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <string>
 
-#include "model/config_json.h"
 #include "format/mapped_file.h"
+#include "model/config_json.h"
 #include "model/presets.h"
 #include "model/weights.h"
 #include "model/workload.h"

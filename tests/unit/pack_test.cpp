@@ -19,8 +19,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_process.h"
-#include "host/host_tier.h"
 #include "exec/session.h"
+#include "host/host_tier.h"
 #include "model/config_json.h"
 #include "model/pack.h"
 #include "model/presets.h"

@@ -7,10 +7,10 @@
 #include <limits>
 #include <random>
 
-#include "plan/timeline_stats.h"
 #include "plan/lower_bound.h"
 #include "plan/planner.h"
 #include "plan/predictor.h"
+#include "plan/timeline_stats.h"
 #include "plan_search_util.h"
 
 namespace ferry {

@@ -19,9 +19,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli_runner.h"
+#include "exec/session.h"
 #include "host/host_registrar.h"
 #include "measure/profiler.h"
-#include "exec/session.h"
 #include "tiny_checkpoint.h"
 
 namespace ferry {

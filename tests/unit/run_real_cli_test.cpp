@@ -12,10 +12,10 @@
 #include <sstream>
 #include <string>
 
+#include "api/chat_prompt.h"
 #include "cli_runner.h"
 #include "format/atomic_write.h"
 #include "image/image.h"
-#include "api/chat_prompt.h"
 #include "model/presets.h"
 #include "text_test_model.h"
 #include "tokenizer/synthetic.h"

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "format/mapped_file.h"
 #include "host/bounce_ring.h"
-#include "measure/byte_probe.h"
 #include "host/page_cache.h"
 #include "host/storage_reader.h"
-#include "format/mapped_file.h"
+#include "measure/byte_probe.h"
 #include "model/presets.h"
 #include "scratch_dir.h"
 #include "text_test_model.h"

@@ -12,10 +12,10 @@
 #include <sstream>
 
 #include "cli/inspect_report.h"
-#include "core/parse_size.h"
 #include "cli_runner.h"
-#include "model/config_json.h"
+#include "core/parse_size.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 #include "model/presets.h"
 #include "model/weights.h"
 #include "scratch_dir.h"

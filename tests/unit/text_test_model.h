@@ -6,8 +6,8 @@
 #include <fstream>
 #include <string>
 
-#include "model/config_json.h"
 #include "format/safetensors.h"
+#include "model/config_json.h"
 #include "model/synth.h"
 #include "model/weights.h"
 

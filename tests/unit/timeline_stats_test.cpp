@@ -5,8 +5,8 @@
 
 #include <optional>
 
-#include "plan/timeline_stats.h"
 #include "plan/schedule.h"
+#include "plan/timeline_stats.h"
 
 namespace ferry {
 namespace {

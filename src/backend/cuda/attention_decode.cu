@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(const AttnPa
   }
 
   cp_async_wait<kShareKV ? 0 : 1>();  // this thread's K copies have landed
-  __syncthreads();                     // ... and everyone's
+  __syncthreads();                    // ... and everyone's
 
   // Scores of this warp's keys: ldmatrix.x4 gives the B fragments of key tiles n and n+1 for one
   // 16-dim chunk (lane i points at key row (i % 8) of tile n + i / 16, dims +8·((i / 8) % 2)).
@@ -473,8 +473,8 @@ Status launch_decode_variant(const DeviceLimits& dev, const AttnParams& p, int64
   constexpr int kSmem = static_cast<int>(sizeof(DecodeSmem<D, kSplit, kShareKV>));
   const auto kernel = attention_decode_kernel<D, kSplit, kShareKV>;
   // Over 48 KB of dynamic shared memory needs the opt-in, per kernel and device.
-  FERRY_RETURN_IF_ERROR(opt_in_shared(dev, reinterpret_cast<const void*>(kernel), kSmem,
-                                      "attention_decode_kernel"));
+  FERRY_RETURN_IF_ERROR(
+      opt_in_shared(dev, reinterpret_cast<const void*>(kernel), kSmem, "attention_decode_kernel"));
   const dim3 grid(static_cast<unsigned>(kv_heads), static_cast<unsigned>(splits));
   kernel<<<grid, kThreads, kSmem, stream>>>(p);
   return launch_status("attention_decode_kernel");

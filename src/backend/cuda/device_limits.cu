@@ -57,8 +57,7 @@ std::string kib(int64_t bytes) {
 std::string DeviceLimits::describe() const {
   return name + " (sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + ", " +
          std::to_string(sm_count) + " SMs, " + std::to_string(max_threads_per_sm) +
-         " threads/SM, " + kib(l2_bytes) + " L2, " + kib(shared_per_block_optin) +
-         " shared/block)";
+         " threads/SM, " + kib(l2_bytes) + " L2, " + kib(shared_per_block_optin) + " shared/block)";
 }
 
 Result<const DeviceLimits*> device_limits(int device) {

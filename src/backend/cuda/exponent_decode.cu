@@ -87,7 +87,9 @@ __device__ bool entry_ok(const Entry& e, uint64_t payload_size, uint64_t decoded
   return true;
 }
 
-__device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return (w >> (8 * k)) & 0xffu; }
+__device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) {
+  return (w >> (8 * k)) & 0xffu;
+}
 
 // Joins 8 exponents (e_lo: elements 0-3, e_hi: 4-7) with 8 sign+mantissa bytes into 8 BF16 at
 // dst: one 16-byte store when dst is aligned, else byte stores.
@@ -99,8 +101,8 @@ __device__ __forceinline__ void write8(uint8_t* dst, uint32_t e_lo, uint32_t e_h
     const uint32_t ew = k < 2 ? e_lo : e_hi;
     const uint32_t sw = k < 2 ? sm.x : sm.y;
     const int b = 2 * (k % 2);
-    const uint32_t v0 = bf16_join(static_cast<uint8_t>(byte_of(ew, b)),
-                                  static_cast<uint8_t>(byte_of(sw, b)));
+    const uint32_t v0 =
+        bf16_join(static_cast<uint8_t>(byte_of(ew, b)), static_cast<uint8_t>(byte_of(sw, b)));
     const uint32_t v1 = bf16_join(static_cast<uint8_t>(byte_of(ew, b + 1)),
                                   static_cast<uint8_t>(byte_of(sw, b + 1)));
     w[k] = v0 | (v1 << 16);
@@ -158,12 +160,15 @@ __device__ void decode_rans(const Entry& e, uint32_t k, const uint8_t* payload, 
   if (full > 0) cur = *reinterpret_cast<const uint2*>(sm + lane * kPerLane);
   for (uint32_t c = 0; c < full; ++c) {
     uint2 next = make_uint2(0, 0);
-    if (c + 1 < full) next = *reinterpret_cast<const uint2*>(sm + (c + 1) * kChunk + lane * kPerLane);
+    if (c + 1 < full)
+      next = *reinterpret_cast<const uint2*>(sm + (c + 1) * kChunk + lane * kPerLane);
     uint32_t e_lo = 0, e_hi = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) e_lo |= rans_warp_step(x, true, lut, words, pos, last, lanes_below) << (8 * j);
+    for (int j = 0; j < 4; ++j)
+      e_lo |= rans_warp_step(x, true, lut, words, pos, last, lanes_below) << (8 * j);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) e_hi |= rans_warp_step(x, true, lut, words, pos, last, lanes_below) << (8 * j);
+    for (int j = 0; j < 4; ++j)
+      e_hi |= rans_warp_step(x, true, lut, words, pos, last, lanes_below) << (8 * j);
     write8(o + 2 * (c * kChunk + lane * kPerLane), e_lo, e_hi, cur, aligned);
     cur = next;
   }
@@ -266,8 +271,7 @@ __device__ void read_header(const uint8_t* c, uint64_t size, uint32_t host_count
 
 __global__ void __launch_bounds__(kThreads)
     exponent_decode_kernel(const uint8_t* __restrict__ c, uint64_t size, uint32_t host_count,
-                           uint8_t* __restrict__ out, uint64_t out_capacity,
-                           DecodeErrorWord* err) {
+                           uint8_t* __restrict__ out, uint64_t out_capacity, DecodeErrorWord* err) {
   extern __shared__ __align__(16) uint8_t smem[];
   uint32_t* lut = reinterpret_cast<uint32_t*>(smem);
   __shared__ Header h;
@@ -387,14 +391,13 @@ const GridLimits& grid_limits() {
       g.error = cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, device);
     }
     if (g.error == cudaSuccess) {
-      g.error = cudaFuncSetAttribute(exponent_decode_kernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kSmemBytes));
+      g.error =
+          cudaFuncSetAttribute(exponent_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kSmemBytes));
     }
     if (g.error == cudaSuccess) {
-      g.error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.blocks_per_sm,
-                                                              exponent_decode_kernel, kThreads,
-                                                              kSmemBytes);
+      g.error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &g.blocks_per_sm, exponent_decode_kernel, kThreads, kSmemBytes);
     }
     if (g.blocks_per_sm < 1) g.blocks_per_sm = 1;
     return g;
@@ -432,8 +435,8 @@ Status decode_group_async(const compress::GroupLayout& layout, const uint8_t* co
   FERRY_CUDA_CHECK(cudaMemsetAsync(error, 0, sizeof(DecodeErrorWord), stream));
   if (!layout.coded) {
     if (layout.decoded_size > 0) {
-      FERRY_CUDA_CHECK(cudaMemcpyAsync(out, compressed + layout.payload_offset,
-                                       layout.decoded_size, cudaMemcpyDeviceToDevice, stream));
+      FERRY_CUDA_CHECK(cudaMemcpyAsync(out, compressed + layout.payload_offset, layout.decoded_size,
+                                       cudaMemcpyDeviceToDevice, stream));
     }
     return Status();
   }

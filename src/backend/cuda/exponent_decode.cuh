@@ -30,7 +30,6 @@
 
 namespace ferry::cuda {
 
-
 // Enqueues the kernel on `stream`: decodes the coded group at `compressed` (device, 16-byte
 // aligned, `compressed_size` bytes) into `out` (device, `out_capacity` bytes). `segment_count`
 // is the host's reading of the same bytes (the grid is sized by it; the kernel checks it).

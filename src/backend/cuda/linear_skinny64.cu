@@ -246,8 +246,7 @@ int mt_for(int64_t m) {
 }
 
 template <class YT, int kUnroll>
-Status launch_mt(const OpContext& ctx, const DeviceLimits& dev, const Linear& op,
-                 const Launch& l) {
+Status launch_mt(const OpContext& ctx, const DeviceLimits& dev, const Linear& op, const Launch& l) {
   switch (mt_for(op.y.rows)) {
     case 2:
       return launch<YT, 2, kUnroll>(ctx, dev, op, l);
@@ -316,8 +315,10 @@ Status run_linear_skinny64(const OpContext& ctx, const Linear& op, Skinny64Confi
   const int unroll =
       linear_skinny64_unroll(m, config.unroll, static_cast<size_t>(shared_bytes_allowed(*dev)));
   if (unroll == 0) {
-    return make_error(ErrorCode::unsupported, "linear_skinny64: the x stages need more shared "
-                                              "memory than " + dev->name + " allows");
+    return make_error(ErrorCode::unsupported,
+                      "linear_skinny64: the x stages need more shared "
+                      "memory than " +
+                          dev->name + " allows");
   }
 
   Launch l{ptr<const bf16_t>(op.x), op.x.stride(), nullptr, 1, 0};

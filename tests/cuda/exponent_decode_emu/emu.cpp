@@ -40,17 +40,27 @@ struct uint2 {
 struct uint4 {
   uint32_t x, y, z, w;
 };
-inline uint2 make_uint2(uint32_t a, uint32_t b) { return {a, b}; }
-inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline uint2 make_uint2(uint32_t a, uint32_t b) {
+  return {a, b};
+}
+inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  return {a, b, c, d};
+}
+inline int __popc(unsigned v) {
+  return __builtin_popcount(v);
+}
 template <class T>
 inline T max(T a, T b) {
   return a > b ? a : b;
 }
 std::barrier<>* g_block_bar;
 std::vector<std::unique_ptr<std::barrier<>>> g_warp_bar;
-inline void __syncthreads() { g_block_bar->arrive_and_wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { g_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+inline void __syncthreads() {
+  g_block_bar->arrive_and_wait();
+}
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  g_warp_bar[threadIdx.x / 32]->arrive_and_wait();
+}
 std::vector<uint32_t> g_slot;
 inline unsigned __ballot_sync(unsigned, bool p) {
   g_slot[threadIdx.x] = p ? 1 : 0;
@@ -127,7 +137,8 @@ std::vector<uint8_t> synth_normal(size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i) {
     const double u1 = (static_cast<double>(rng() >> 11) + 1) * 0x1p-53;
     const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;
-    const float v = static_cast<float>(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    const float v =
+        static_cast<float>(0.02 * std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
     uint32_t u;
     std::memcpy(&u, &v, 4);
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -138,14 +149,14 @@ std::vector<uint8_t> synth_normal(size_t n, uint64_t seed) {
 }
 
 int failures = 0;
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      ++failures;                                        \
+#define CHECK(cond, ...)                                          \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      ++failures;                                                 \
       std::printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::printf(__VA_ARGS__);                          \
-      std::printf("\n");                                 \
-    }                                                    \
+      std::printf(__VA_ARGS__);                                   \
+      std::printf("\n");                                          \
+    }                                                             \
   } while (0)
 
 constexpr size_t kGuard = 256;
@@ -156,8 +167,8 @@ cuda::DecodeErrorWord emulate(const std::vector<uint8_t>& enc, uint32_t host_cou
                               uint64_t decoded, size_t misalign, unsigned blocks,
                               std::vector<uint8_t>& got, uint64_t size_override = 0) {
   std::vector<uint8_t> buf(2 * kGuard + decoded + misalign, 0xa5);
-  const cuda::DecodeErrorWord err = run_kernel(enc, host_count, buf.data() + kGuard + misalign,
-                                               decoded, blocks, size_override);
+  const cuda::DecodeErrorWord err =
+      run_kernel(enc, host_count, buf.data() + kGuard + misalign, decoded, blocks, size_override);
   for (size_t i = 0; i < kGuard + misalign; ++i) CHECK(buf[i] == 0xa5, "guard before at %zu", i);
   for (size_t i = kGuard + misalign + decoded; i < buf.size(); ++i) {
     CHECK(buf[i] == 0xa5, "guard after at %zu", i);
@@ -179,13 +190,19 @@ void same_bytes(const char* name, const std::vector<uint8_t>& bytes,
                            misalign, blocks, got);
   CHECK(err == 0, "%s: error word %llx", name, err);
   CHECK(got == bytes, "%s: bytes differ", name);
-  std::printf("%s %s (%zu segments, %u blocks, misalign %zu)\n", failures == before ? "ok  " : "FAIL", name, layout.segments.size(),
-              blocks, misalign);
+  std::printf("%s %s (%zu segments, %u blocks, misalign %zu)\n",
+              failures == before ? "ok  " : "FAIL", name, layout.segments.size(), blocks, misalign);
 }
 
-void put16(std::vector<uint8_t>& v, size_t at, uint16_t x) { std::memcpy(v.data() + at, &x, 2); }
-void put32(std::vector<uint8_t>& v, size_t at, uint32_t x) { std::memcpy(v.data() + at, &x, 4); }
-void put64(std::vector<uint8_t>& v, size_t at, uint64_t x) { std::memcpy(v.data() + at, &x, 8); }
+void put16(std::vector<uint8_t>& v, size_t at, uint16_t x) {
+  std::memcpy(v.data() + at, &x, 2);
+}
+void put32(std::vector<uint8_t>& v, size_t at, uint32_t x) {
+  std::memcpy(v.data() + at, &x, 4);
+}
+void put64(std::vector<uint8_t>& v, size_t at, uint64_t x) {
+  std::memcpy(v.data() + at, &x, 8);
+}
 uint64_t get64(const std::vector<uint8_t>& v, size_t at) {
   uint64_t x;
   std::memcpy(&x, v.data() + at, 8);
@@ -206,8 +223,8 @@ int main() {
   // More segments than warps: the grid-stride loop, two blocks.
   compress::EncodeOptions small;
   small.segment_elements = 256;
-  same_bytes("normal 40000, 256-element segments", synth_normal(40000, 3), {{0, 80000}}, small,
-             0, 2);
+  same_bytes("normal 40000, 256-element segments", synth_normal(40000, 3), {{0, 80000}}, small, 0,
+             2);
   // Mixed: BF16, raw gaps, an odd offset, raw exponents (random BF16).
   std::vector<uint8_t> mixed = synth_normal(9000, 4);
   std::vector<compress::Bf16Range> ranges{{0, mixed.size()}};
@@ -234,7 +251,8 @@ int main() {
 
   // Random damage: the device's verdict and bytes must be the CPU's (without its checksum).
   const auto bytes = synth_normal(3 * 8192 + 700, 8);
-  const auto enc = compress::encode_group(bytes, std::vector<compress::Bf16Range>{{0, bytes.size()}}).value();
+  const auto enc =
+      compress::encode_group(bytes, std::vector<compress::Bf16Range>{{0, bytes.size()}}).value();
   const auto layout = compress::read_group_layout(enc).value();
   int accepted = 0, refused = 0;
   const int trials = 150;
@@ -250,7 +268,8 @@ int main() {
                         l->segments.size() == layout.segments.size() &&
                         compress::decode_group(*l, v, cpu, {nullptr, false}).ok();
     std::vector<uint8_t> got;
-    const auto err = emulate(v, static_cast<uint32_t>(layout.segments.size()), bytes.size(), 0, 1, got);
+    const auto err =
+        emulate(v, static_cast<uint32_t>(layout.segments.size()), bytes.size(), 0, 1, got);
     CHECK((err == 0) == cpu_ok, "damage trial %d: device %llx, cpu %s", trial, err,
           cpu_ok ? "ok" : "refused");
     if (err == 0 && cpu_ok) {
@@ -269,15 +288,17 @@ int main() {
     std::vector<uint8_t> gap(512);
     for (auto& g : gap) g = static_cast<uint8_t>(rng());
     hb.insert(hb.begin() + 2 * 8192, gap.begin(), gap.end());
-    const std::vector<compress::Bf16Range> hr{{0, 2 * 8192}, {2 * 8192 + 512, 2 * (3 * 8192 + 3000)}};
+    const std::vector<compress::Bf16Range> hr{{0, 2 * 8192},
+                                              {2 * 8192 + 512, 2 * (3 * 8192 + 3000)}};
     const auto henc = compress::encode_group(hb, hr).value();
     const auto hl = compress::read_group_layout(henc).value();
     CHECK(hl.segments.size() == 6 && hl.segments[1].kind == compress::SegmentKind::copy &&
-              hl.segments[3].kind == compress::SegmentKind::rans && hl.segments[5].kind == compress::SegmentKind::rans,
+              hl.segments[3].kind == compress::SegmentKind::rans &&
+              hl.segments[5].kind == compress::SegmentKind::rans,
           "hostile fixture layout");
     const size_t words3 = hl.payload_offset + hl.segments[3].in_offset + compress::kStateBytes;
     using cuda::DecodeFault;
-  struct Case {
+    struct Case {
       const char* name;
       std::function<void(std::vector<uint8_t>&)> apply;
       DecodeFault fault;
@@ -286,34 +307,48 @@ int main() {
     const std::vector<Case> cases = {
         {"magic", [](auto& v) { v[0] = 'X'; }, DecodeFault::header},
         {"mode stored", [](auto& v) { put16(v, compress::kHeaderMode, 0); }, DecodeFault::header},
-        {"payload size", [](auto& v) { put64(v, compress::kHeaderPayloadSize, 1); }, DecodeFault::header},
-        {"segment count", [](auto& v) { put32(v, compress::kHeaderSegmentCount, 7); }, DecodeFault::header},
+        {"payload size", [](auto& v) { put64(v, compress::kHeaderPayloadSize, 1); },
+         DecodeFault::header},
+        {"segment count", [](auto& v) { put32(v, compress::kHeaderSegmentCount, 7); },
+         DecodeFault::header},
         {"decoded size past the buffer",
-         [](auto& v) { put64(v, compress::kHeaderDecodedSize, get64(v, compress::kHeaderDecodedSize) + 2); },
+         [](auto& v) {
+           put64(v, compress::kHeaderDecodedSize, get64(v, compress::kHeaderDecodedSize) + 2);
+         },
          DecodeFault::capacity},
-        {"table sum", [](auto& v) { v[compress::kHeaderBytes + 2 * 200] += 1; }, DecodeFault::table},
-        {"out offset huge", [](auto& v) { put64(v, entry(3, 0), 1ull << 50); }, DecodeFault::entry, DecodeFault::tiling},
-        {"out offset wraps", [](auto& v) { put64(v, entry(3, 0), ~0ull - 1); }, DecodeFault::entry, DecodeFault::tiling},
+        {"table sum", [](auto& v) { v[compress::kHeaderBytes + 2 * 200] += 1; },
+         DecodeFault::table},
+        {"out offset huge", [](auto& v) { put64(v, entry(3, 0), 1ull << 50); }, DecodeFault::entry,
+         DecodeFault::tiling},
+        {"out offset wraps", [](auto& v) { put64(v, entry(3, 0), ~0ull - 1); }, DecodeFault::entry,
+         DecodeFault::tiling},
         {"in offset huge", [](auto& v) { put64(v, entry(4, 8), 1ull << 40); }, DecodeFault::entry},
-        {"in length huge", [](auto& v) { put32(v, entry(3, 16), 0xfffffff0u); }, DecodeFault::entry},
-        {"count huge", [](auto& v) { put32(v, entry(1, 20), 0x7fffffffu); }, DecodeFault::entry, DecodeFault::tiling},
+        {"in length huge", [](auto& v) { put32(v, entry(3, 16), 0xfffffff0u); },
+         DecodeFault::entry},
+        {"count huge", [](auto& v) { put32(v, entry(1, 20), 0x7fffffffu); }, DecodeFault::entry,
+         DecodeFault::tiling},
         {"kind", [](auto& v) { put16(v, entry(2, 24), 5); }, DecodeFault::entry},
         {"reserved", [](auto& v) { v[entry(2, 30)] = 1; }, DecodeFault::entry},
-        {"out offset shifted", [](auto& v) { put64(v, entry(3, 0), get64(v, entry(3, 0)) + 2); }, DecodeFault::tiling},
-        {"in length shorter", [](auto& v) { put32(v, entry(3, 16), static_cast<uint32_t>(get64(v, entry(3, 16))) - 2); }, DecodeFault::stream},
+        {"out offset shifted", [](auto& v) { put64(v, entry(3, 0), get64(v, entry(3, 0)) + 2); },
+         DecodeFault::tiling},
+        {"in length shorter",
+         [](auto& v) { put32(v, entry(3, 16), static_cast<uint32_t>(get64(v, entry(3, 16))) - 2); },
+         DecodeFault::stream},
         {"word flipped", [words3](auto& v) { v[words3 + 100] ^= 0x20; }, DecodeFault::state},
-        {"state below 2^16", [words3](auto& v) { put32(v, words3 - compress::kStateBytes + 4, 3); }, DecodeFault::state},
+        {"state below 2^16", [words3](auto& v) { put32(v, words3 - compress::kStateBytes + 4, 3); },
+         DecodeFault::state},
     };
-  
+
     for (const Case& c : cases) {
       std::vector<uint8_t> v = henc;
       c.apply(v);
       std::vector<uint8_t> out;
       const auto e = emulate(v, 6, hb.size(), 0, 1, out);
       const auto got = static_cast<DecodeFault>(e >> 32);
-      const bool kind_ok = c.fault == DecodeFault::state || c.fault == DecodeFault::stream
-                               ? (got == DecodeFault::state || got == DecodeFault::stream)
-                               : (got == c.fault || (c.or_fault != DecodeFault::none && got == c.or_fault));
+      const bool kind_ok =
+          c.fault == DecodeFault::state || c.fault == DecodeFault::stream
+              ? (got == DecodeFault::state || got == DecodeFault::stream)
+              : (got == c.fault || (c.or_fault != DecodeFault::none && got == c.or_fault));
       CHECK(e != 0 && kind_ok, "hostile %s: error word %llx", c.name, e);
     }
     std::printf("ok   %zu targeted corruptions\n", cases.size());
