@@ -25,6 +25,10 @@ const char* stream_mode_name(StreamMode m) {
   return m == StreamMode::sequential ? "sequential" : "pipelined";
 }
 
+const char* form_name(Form f) {
+  return f == Form::compressed ? "compressed" : "raw";
+}
+
 bool host_placement_allowed(const WeightGroup& group) {
   return group.kind == GroupKind::embedding;
 }

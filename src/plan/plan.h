@@ -27,6 +27,22 @@
 //     copy order like any copy, after the region's last user and the last reader of any earlier
 //     entry whose bytes it takes), and its later calls read that copy with no copy at all.
 //     Slots count only the copies that go to the ring.
+//   - Compressed groups (form[g] == Form::compressed; only from a compressed checkpoint, issue 24,
+//     docs/compression.md). A call of a streamed compressed group or of a resident compressed
+//     group is a *decoded call*. Ring calls are the streamed raw calls and the decoded calls, in
+//     call order; ring call u_k uses slot k mod `slots`, which holds the group's decoded (raw)
+//     layout. A resident compressed group keeps only its compressed bytes in the arena (its VRAM
+//     cost is its compressed size) and is never copied. A streamed compressed call's copy moves
+//     the compressed bytes into staging buffer j mod `staging` (j counts the streamed compressed
+//     calls), in the copy order like any copy, one at a time on the copy stream; besides the
+//     copy before it, it waits for the decode of that buffer's previous user (j - staging). It
+//     does not wait for the slot: only the decode writes the slot.
+//     Decodes run one at a time, in call order, on a decode stream of their own: the decode of
+//     a decoded call starts when the previous decode has finished, its copy (if streamed) has
+//     finished and the compute of the slot's previous user (u_{k-slots}) has finished; it lasts
+//     the group's C_DEC. The call's compute waits for its decode. In sequential mode copy,
+//     decode and compute of a call run one after another on the compute stream.
+//     Lent cache entries and host placements are raw groups only.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +71,14 @@ enum class StreamMode : uint8_t {
 };
 const char* stream_mode_name(StreamMode m);
 
+// How a group's bytes are held where the placement puts them.
+enum class Form : uint8_t {
+  raw,         // the group's layout itself
+  compressed,  // the group's compressed bytes (compress/group_codec.h), decoded into a slot
+               // before every call that uses it (see the executor's rules above)
+};
+const char* form_name(Form f);
+
 // Whether the planner may keep a group on the host by itself (its call reads single rows from host
 // memory: token embeddings). Other groups go there only when asked (with_mapped).
 bool host_placement_allowed(const WeightGroup& group);
@@ -72,9 +96,17 @@ struct Plan {
   int slots = 2;                   // ring slots; 1 in sequential mode; 0 when nothing is streamed
   uint64_t slot_bytes = 0;         // bytes of each slot: at least the largest streamed group
   std::vector<CacheEntry> cached;  // lent cache entries, in group order (plan/lent_cache.h)
+  std::vector<Form> form;          // empty: every group raw; else one per group, same order
+  int staging = 0;                 // staging buffers for compressed copies; 0 when none streams
+  uint64_t staging_bytes = 0;      // bytes of each: at least the largest streamed compressed group
 
   bool operator==(const Plan&) const = default;
 };
+
+// The form of group g (raw where `form` is empty).
+inline Form form_of(const Plan& plan, size_t g) {
+  return g < plan.form.size() ? plan.form[g] : Form::raw;
+}
 
 // A group's bytes rounded up to kGroupAlignment: the smallest slot that holds it.
 inline uint64_t align_group_bytes(uint64_t bytes) {
