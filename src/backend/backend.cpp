@@ -196,6 +196,32 @@ Status Backend::read_reduce(Stream& /*stream*/, const void* /*src*/, size_t /*by
                     std::string(name()) + ": no read kernel for probes on this backend");
 }
 
+Status Backend::decode_group(Stream& /*stream*/, const compress::GroupLayout& /*layout*/,
+                             const void* /*compressed*/, void* /*out*/, size_t /*out_capacity*/,
+                             std::string_view name) {
+  return make_error(ErrorCode::unsupported, std::string(this->name()) +
+                                                ": no decoder of compressed groups (group " +
+                                                std::string(name) + ")");
+}
+
+Status check_decode_arguments(const compress::GroupLayout& layout, const void* compressed,
+                              const void* out, size_t out_capacity, std::string_view name) {
+  auto refuse = [&](const std::string& why) {
+    return make_error(ErrorCode::invalid_argument,
+                      "decode of group " + std::string(name) + ": " + why);
+  };
+  if (layout.decoded_size > out_capacity) {
+    return refuse("decodes to " + std::to_string(layout.decoded_size) +
+                  " bytes, the output holds " + std::to_string(out_capacity));
+  }
+  if (layout.compressed_size > 0 && compressed == nullptr) return refuse("no compressed bytes");
+  if (layout.decoded_size > 0 && out == nullptr) return refuse("no output");
+  if (reinterpret_cast<uintptr_t>(compressed) % 16 != 0) {
+    return refuse("the compressed bytes are not 16-byte aligned");
+  }
+  return {};
+}
+
 void DeviceMemoryKind::release(Backend* backend, void* data, size_t bytes) {
   backend->free(data, bytes);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "compress/group_codec.h"
 #include "core/status.h"
 
 namespace ferry {
@@ -259,6 +260,22 @@ class Backend {
   // nothing is enqueued.
   virtual Status run(Stream& stream, const Op& op) = 0;
 
+  // Decodes one compressed weight group (compress/group_codec.h, docs/compression.md) into its
+  // raw layout, enqueued on `stream`. `compressed` holds layout.compressed_size bytes that the
+  // device reads (device memory, or host memory on a backend whose device memory is host memory:
+  // the CPU), 16-byte aligned; `layout` is compress::read_group_layout of those same bytes;
+  // `out` is device memory of at least `out_capacity` >= layout.decoded_size bytes. The layout
+  // and both buffers must stay valid (the compressed bytes unchanged) until the decode has
+  // completed. Bytes that do not decode (a damaged
+  // payload, a checksum that fails) are an error on the stream, reported by its next
+  // synchronize(stream) as a `format` error naming `name` (the group); `out` then holds garbage.
+  // Refused (invalid_argument, nothing enqueued) for arguments that break these rules and on a
+  // capturing stream: a recording would replay decodes whose errors nothing checks.
+  // Default: unsupported.
+  virtual Status decode_group(Stream& stream, const compress::GroupLayout& layout,
+                              const void* compressed, void* out, size_t out_capacity,
+                              std::string_view name);
+
   // Recording. Between begin_capture(stream) and end_capture(stream), the ops, device-to-device
   // copies and fills enqueued on `stream` are recorded instead of run; launch() enqueues the
   // recording on a stream as one unit, as often as wanted. Every pointer, shape and parameter is
@@ -297,6 +314,11 @@ class Backend {
   struct MemoryState;
   std::unique_ptr<MemoryState> memory_;
 };
+
+// The rules of Backend::decode_group's arguments that every backend checks alike (capacity,
+// null pointers, alignment): invalid_argument naming the group, or ok.
+Status check_decode_arguments(const compress::GroupLayout& layout, const void* compressed,
+                              const void* out, size_t out_capacity, std::string_view name);
 
 // Backends by kind. The CPU backend is always there; the CUDA one exists when the binary links
 // ferry_cuda and calls register_backend (the CLI's main does, under FERRY_HAVE_CUDA), so that

@@ -107,6 +107,11 @@ class OpTimingBackend final : public Backend {
   // Enqueues the op on the wrapped backend, synchronizes `stream` and records the time. An op
   // the wrapped backend rejects is returned as its error and not recorded.
   Status run(Stream& stream, const Op& op) override;
+  // Forwarded untimed: a decode is the executor's work between ops, not an op of a model.
+  Status decode_group(Stream& stream, const compress::GroupLayout& layout, const void* compressed,
+                      void* out, size_t out_capacity, std::string_view name) override {
+    return inner_.decode_group(stream, layout, compressed, out, out_capacity, name);
+  }
 
   // Each op is timed alone, so there is nothing to record: graphs are refused (run ungraphed).
   Status begin_capture(Stream& /*stream*/) override {

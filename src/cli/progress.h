@@ -75,6 +75,7 @@ class ProgressProvider final : public GroupProvider {
   }
   Status release(Stream& stream, const Call& call) override { return inner_.release(stream, call); }
   Status skip_to(Stream& stream, size_t next) override { return inner_.skip_to(stream, next); }
+  Status end_run(Stream& stream) override { return inner_.end_run(stream); }
 
  private:
   GroupProvider& inner_;

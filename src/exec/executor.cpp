@@ -91,6 +91,7 @@ Result<PhaseTimes> execute(Backend& backend, Stream& stream, const ModelWeights&
     }
     i = next - 1;
   }
+  FERRY_RETURN_IF_ERROR(provider.end_run(stream));
   times.total_seconds = std::chrono::duration<double>(clock::now() - start).count();
   return times;
 }

@@ -32,6 +32,9 @@ class GroupProvider {
   // will not run (generation stopped early); acquire continues with call `next`. A provider that
   // prefetches drops what it read ahead for them and reads ahead from `next` instead.
   virtual Status skip_to(Stream& /*stream*/, size_t /*next*/) { return {}; }
+  // Every call has run (the executor has synchronized `stream`): errors of work the provider
+  // enqueued on streams of its own (a decode that failed), reported once.
+  virtual Status end_run(Stream& /*stream*/) { return {}; }
 };
 
 // Runs every call in order; synchronizes the stream at each phase boundary and at the end.

@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "core/stats.h"
+#include "core/thread_pool.h"
+#include "host/encode_groups.h"
 
 namespace ferry {
 
@@ -79,6 +81,16 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   planning.vram_auto = false;
   if (vram && !s->tier_.readable_in_place()) *planning.vram -= std::min(*vram, tables);
   planning.plan.map_candidates = s->tier_.in_place_groups(weights);
+  if (options.compress_at_open) {
+    ThreadPool pool(0);
+    FERRY_ASSIGN_OR_RETURN(CompressedGroups encoded, encode_groups(weights, s->tier_, &pool));
+    s->compressed_ = std::make_unique<CompressedGroups>(std::move(encoded));
+    planning.plan.compressed_bytes.clear();
+    for (size_t g = 0; g < weights.groups.size(); ++g) {
+      planning.plan.compressed_bytes.push_back(s->compressed_->compressed_bytes(g));
+    }
+    times.compress_s = lap(last);
+  }
   FERRY_ASSIGN_OR_RETURN(s->planned_,
                          plan_session_full(backend, config, weights, workload, planning, runtime,
                                            s->tier_.readable_in_place()));
@@ -91,8 +103,9 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
     // passed anyway is refused here rather than run outside the budget.
     return make_error(ErrorCode::out_of_memory, "--vram is too small for the runtime alone");
   }
-  auto provider = StreamingProvider::create(backend, *s->stream_, weights, s->tier_,
-                                            s->planned_.plan, options.streaming);
+  auto provider =
+      StreamingProvider::create(backend, *s->stream_, weights, s->tier_, s->planned_.plan,
+                                options.streaming, s->compressed_.get());
   if (!provider.ok() && s->tier_.registration_failed()) {
     // A piece was refused after others were registered and copied from (create() waited for
     // those copies): release every piece and open as a refusal at once would have, on the path
@@ -110,7 +123,7 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
     }
     times.fallback_s = lap(last);
     provider = StreamingProvider::create(backend, *s->stream_, weights, s->tier_, s->planned_.plan,
-                                         options.streaming);
+                                         options.streaming, s->compressed_.get());
   }
   FERRY_ASSIGN_OR_RETURN(s->provider_, std::move(provider));
   const double provider_s = lap(last);

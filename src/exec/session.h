@@ -25,6 +25,7 @@
 #include "exec/start_times.h"
 #include "exec/streaming_provider.h"
 #include "format/safetensors.h"
+#include "host/compressed_groups.h"
 #include "host/host_tier.h"
 #include "model/config.h"
 #include "model/inference.h"
@@ -56,6 +57,8 @@ class Session {
   // The plan with its origin, predicted time and lower bound.
   const SessionPlan& planned() const { return planned_; }
   const HostTier& tier() const { return tier_; }
+  // The model's compressed groups (SessionOptions::compress_at_open); null when none were made.
+  const CompressedGroups* compressed() const { return compressed_.get(); }
   const StreamingStats& streaming() const { return provider_->stats(); }
   Backend& backend() { return *backend_; }
   GroupProvider& provider() { return *provider_; }
@@ -75,6 +78,7 @@ class Session {
   const Checkpoint* checkpoint_ = nullptr;
   SessionPlan planned_;
   HostTier tier_;
+  std::unique_ptr<CompressedGroups> compressed_;  // outlives provider_ (declared before it)
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<StreamingProvider> provider_;
   std::unique_ptr<ModelRunner> runner_;

@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "backend/measuring_backend.h"
+#include "core/thread_pool.h"
 #include "core/units.h"
+#include "host/encode_groups.h"
 #include "model/cost.h"
 #include "plan/lent_cache.h"
 
@@ -156,10 +158,14 @@ MachineRates default_machine_rates(const Backend& backend) {
     r.link_bytes_per_s = 10e9;
     r.peak_flops = 100e9;
     r.memory_bandwidth = 20e9;
+    // The reference decoder's wall-clock rate on one thread of the shared 2-core development
+    // machine (docs/compression.md, 0.3-0.5 GB/s).
+    r.decode_bytes_per_s = 0.4e9;
   } else {
     r.link_bytes_per_s = 50e9;
     r.peak_flops = 700e12;
     r.memory_bandwidth = 4e12;
+    r.decode_bytes_per_s = kAssumedDecodeBytesPerS;  // a guess until the decoder is measured
   }
   r.host.sampling_s = 100e-6;
   r.host.euler_s = 50e-6;
@@ -187,6 +193,14 @@ Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig
     FERRY_ASSIGN_OR_RETURN(HostTier tier, HostTier::open(backend, checkpoint, options.host_path));
     in_place = tier.readable_in_place();
     with_candidates.plan.map_candidates = tier.in_place_groups(weights);
+    if (options.compress_at_open && options.plan.compressed_bytes.empty()) {
+      // The sizes a session opened now would plan with: every group encoded, as it would be.
+      ThreadPool pool(0);
+      FERRY_ASSIGN_OR_RETURN(CompressedGroups encoded, encode_groups(weights, tier, &pool));
+      for (size_t g = 0; g < weights.groups.size(); ++g) {
+        with_candidates.plan.compressed_bytes.push_back(encoded.compressed_bytes(g));
+      }
+    }
   }
   return planning_context(backend, config, weights, workload, with_candidates,
                           runtime_bytes_now(backend), in_place);
@@ -210,8 +224,12 @@ MemoryBudget PlanningContext::memory(const Plan& plan, const ModelWeights& weigh
   if (host_page_tables > 0) m.items.emplace_back("host page tables", host_page_tables);
   for (const auto& item : runner) m.items.push_back(item);
   if (stream_bytes > 0) m.items.emplace_back("stream workspaces", stream_bytes);
-  m.items.emplace_back("resident weights", resident_bytes(plan, weights));
+  m.items.emplace_back("resident weights",
+                       resident_bytes(plan, weights, schedule.compressed_bytes));
   m.items.emplace_back("slots", static_cast<uint64_t>(plan.slots) * plan.slot_bytes);
+  if (plan.staging > 0) {
+    m.items.emplace_back("staging", static_cast<uint64_t>(plan.staging) * plan.staging_bytes);
+  }
   return m;
 }
 
@@ -245,6 +263,9 @@ Result<PlanningContext> planning_context(Backend& backend, const ModelConfig& co
     FERRY_ASSIGN_OR_RETURN(ctx.profile, estimate_profile(config, weights, ctx.calls, cost, rates));
   }
   FERRY_ASSIGN_OR_RETURN(ctx.schedule, make_schedule(weights, ctx.calls, ctx.profile));
+  if (!options.plan.compressed_bytes.empty()) {
+    FERRY_RETURN_IF_ERROR(set_compressed(ctx.schedule, options.plan.compressed_bytes, ctx.profile));
+  }
   // Where kernels cannot read the host tier, every group is resident or streamed.
   if (!in_place) ctx.schedule.host_allowed.assign(ctx.schedule.group_count(), false);
   // The planner maps a group where the profile timed it mapped and its range is its layout.
@@ -276,7 +297,7 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
   if (req.plan) {
     sp.plan = *req.plan;
     sp.origin = "plan file";
-    FERRY_RETURN_IF_ERROR(validate_plan(sp.plan, weights));
+    FERRY_RETURN_IF_ERROR(validate_plan(sp.plan, weights, ctx.schedule.compressed_bytes));
     FERRY_RETURN_IF_ERROR(check_lent_cache(sp.plan, ctx.calls, ctx.schedule.bytes, ctx.lent_bytes));
     if (!ctx.in_place && host_bytes(sp.plan, weights) > 0) {
       return make_error(ErrorCode::unsupported,
@@ -315,6 +336,16 @@ Result<SessionPlan> choose_plan(const PlanningContext& ctx, const ModelWeights& 
     FERRY_ASSIGN_OR_RETURN(sp.plan, with_mapped(std::move(sp.plan), weights, req.mapped));
     sp.origin += " + --map";
   }
+  if (!req.compressed.empty()) {
+    if (ctx.schedule.compressed_bytes.empty()) {
+      return make_error(ErrorCode::invalid_argument,
+                        "compressed groups were asked for, but the model has no compressed forms "
+                        "(encode them at open: --compress-at-open)");
+    }
+    FERRY_ASSIGN_OR_RETURN(sp.plan, with_compressed(std::move(sp.plan), weights, req.compressed,
+                                                    ctx.schedule.compressed_bytes, req.staging));
+    sp.origin += " + compressed";
+  }
   if (req.resident || req.resident_count) {
     // A plan chosen by hand gets the lent cache as the planner's own would (it costs no device
     // bytes): comparisons against the planner differ in the choice of residents only.
@@ -351,7 +382,8 @@ std::vector<size_t> link_check_sample(const ModelWeights& weights, const Plan& p
                                       uint64_t target_bytes, size_t max_groups) {
   std::vector<size_t> streamed;
   for (size_t g = 0; g < weights.groups.size() && g < plan.placement.size(); ++g) {
-    if (plan.placement[g] == Placement::streamed) streamed.push_back(g);
+    // Compressed groups are staged from host memory, not copied from the mapping.
+    if (plan.placement[g] == Placement::streamed && !decoded_group(plan, g)) streamed.push_back(g);
   }
   uint64_t total = 0;
   for (size_t g : streamed) total += weights.groups[g].bytes;

@@ -68,6 +68,14 @@ struct PlanRequest {
   // The planner prices every state of its search with its lent cache (PlannerOptions::
   // lent_in_search): --thorough-search.
   bool thorough_search = false;
+  // Compressed forms (issue 24). Per group its compressed bytes (plan/plan.h CompressedSizes;
+  // filled by whoever made the model's compressed groups: Session::open). Empty: none, and no
+  // plan may hold a compressed group.
+  std::vector<uint64_t> compressed_bytes;
+  // These groups (names as --resident takes them) run compressed, in the placement the rest of
+  // the request gave them (plan/plan.h with_compressed), staged through `staging` buffers.
+  std::vector<std::string> compressed;
+  int staging = 2;
 };
 
 struct SessionOptions {
@@ -87,6 +95,10 @@ struct SessionOptions {
   // plan again with the profile's C_DMA scaled to them (SessionPlan::link_check): for callers
   // that report the prediction against a measurement (`bench`), not every session's start.
   bool link_check = false;
+  // Encode every group of the raw checkpoint at open (host/encode_groups.h), so that plans may
+  // hold compressed groups (PlanRequest::compressed, a plan file's forms): the development path
+  // until compressed checkpoints are read. It costs an encode of the whole model at every open.
+  bool compress_at_open = false;
 };
 
 // The device memory of a session, added up before anything is allocated.
@@ -121,7 +133,8 @@ Result<std::optional<uint64_t>> resolve_vram(const Backend& backend, const Sessi
 
 // The rates an estimated profile assumes when none were measured. CUDA: a current data-center
 // GPU on PCIe Gen5 (50 GB/s link, 700 TFLOP/s BF16, 4 TB/s memory); the CPU backend: 10 GB/s
-// copies, 100 GFLOP/s, 20 GB/s. Host steps: 100 us sampling, 50 us Euler, 5 us per launch.
+// copies, 100 GFLOP/s, 20 GB/s. Host steps: 100 us sampling, 50 us Euler, 5 us per launch. Group
+// decodes: 0.4 GB/s on the CPU, kAssumedDecodeBytesPerS on a GPU (guesses until measured).
 MachineRates default_machine_rates(const Backend& backend);
 
 // Everything a session's plan depends on except the budget: measured and timed once, planned at
@@ -215,7 +228,8 @@ struct SessionPlan {
 // `schedule` with every C_DMA times `factor` (and the link's rate over it).
 Schedule with_copy_scale(Schedule schedule, double factor);
 
-// The groups a link check times: streamed groups spread evenly over the plan's streamed list (in
+// The groups a link check times: raw streamed groups (compressed ones are staged from host
+// memory, not copied from the mapping) spread evenly over the plan's streamed list (in
 // model order), at most `max_groups`, until their bytes reach `target_bytes`.
 std::vector<size_t> link_check_sample(const ModelWeights& weights, const Plan& plan,
                                       uint64_t target_bytes, size_t max_groups);

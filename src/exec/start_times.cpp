@@ -62,6 +62,7 @@ double StartTimes::other_s() const {
 
 void StartTimes::take_session(const StartTimes& s) {
   tier_s = s.tier_s;
+  compress_s = s.compress_s;
   plan_s = s.plan_s;
   plan_context_s = s.plan_context_s;
   plan_choose_s = s.plan_choose_s;

@@ -27,6 +27,7 @@ struct StartTimes {
   // Session::open's steps, in order; open_s is their sum and the checks between them.
   double tier_s = 0.0;           // HostTier::open: the first piece registered, the rest started (or
                                  // the bounce ring made)
+  double compress_s = 0.0;       // every group encoded (SessionOptions::compress_at_open)
   double plan_s = 0.0;           // measure pass, profile, planner, budget check
   double plan_context_s = 0.0;   // of plan_s: the measure pass, call sequence, profile, schedule
   double plan_choose_s = 0.0;    // of plan_s: the planner's search, budget check, prediction

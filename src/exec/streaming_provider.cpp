@@ -34,11 +34,21 @@ class SyncOnError {
 
 Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     Backend& backend, Stream& stream, const ModelWeights& weights, const HostTier& tier,
-    const Plan& plan, const StreamingOptions& options) {
-  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
+    const Plan& plan, const StreamingOptions& options, const CompressedGroups* compressed) {
+  const size_t n = weights.groups.size();
+  std::vector<uint64_t> sizes;
+  if (compressed != nullptr) {
+    if (compressed->size() != n) {
+      return make_error(ErrorCode::internal, "streaming: compressed groups of another model (" +
+                                                 std::to_string(compressed->size()) +
+                                                 " groups, not " + std::to_string(n) + ")");
+    }
+    for (size_t g = 0; g < n; ++g) sizes.push_back(compressed->compressed_bytes(g));
+  }
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights, sizes));
   std::unique_ptr<StreamingProvider> p(new StreamingProvider(backend, weights, plan, options));
   p->bounce_ = tier.bounce();
-  const size_t n = weights.groups.size();
+  p->compressed_ = compressed;
   p->base_.assign(n, nullptr);
   p->copies_.resize(n);
   for (const WeightGroup& g : weights.groups) p->group_bytes_.push_back(g.bytes);
@@ -48,6 +58,11 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     const WeightGroup& g = weights.groups[i];
     if (plan.placement[i] == Placement::host) {
       FERRY_ASSIGN_OR_RETURN(p->base_[i], tier.in_place(g));
+      continue;
+    }
+    if (decoded_group(plan, i)) {
+      // Its bytes come from `compressed`: loaded into the arena (resident) or staged (streamed).
+      if (plan.placement[i] == Placement::resident) resident.push_back(i);
       continue;
     }
     FERRY_ASSIGN_OR_RETURN(p->copies_[i], tier.transfer_copies(g));
@@ -75,8 +90,22 @@ Result<std::unique_ptr<StreamingProvider>> StreamingProvider::create(
     p->entry_dma_done_.push_back(backend.create_event());
   }
   p->entry_tickets_.assign(plan.cached.size(), 0);
+  for (int b = 0; b < plan.staging; ++b) {
+    Staging staging;
+    FERRY_ASSIGN_OR_RETURN(staging.buffer, backend.allocate(plan.staging_bytes, "staging"));
+    staging.copy_done = backend.create_event();
+    staging.decode_done = backend.create_event();
+    p->staging_.push_back(std::move(staging));
+  }
+  bool decodes = false;
+  for (size_t i = 0; i < n; ++i) decodes = decodes || decoded_group(plan, i);
+  for (Slot& slot : p->slots_) {
+    if (decodes) slot.decode_done = backend.create_event();
+  }
   if (plan.slots > 0 && plan.mode == StreamMode::pipelined) {
     p->copy_stream_ = backend.create_copy_stream();
+    // Decodes are device work beside compute: a copy stream takes no workspace or op scratch.
+    if (decodes) p->decode_stream_ = backend.create_copy_stream();
   }
   FERRY_RETURN_IF_ERROR(p->measure_host_rate(stream));
   sync.disarm();
@@ -88,16 +117,26 @@ Status StreamingProvider::load_resident(Stream& stream, const HostTier& tier,
   const auto t0 = std::chrono::steady_clock::now();
   // Every buffer first, in group order: the arena's layout does not depend on which group's
   // pieces register first. Zeroed, so that a group's alignment padding is defined.
+  // A compressed group's compressed bytes, from host memory (not the mapping): copied at once.
+  packed_.assign(weights_.groups.size(), nullptr);
+  std::vector<size_t> pending;
   for (size_t g : resident) {
-    FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf,
-                           backend_.allocate(weights_.groups[g].bytes, "resident weights"));
+    const bool packed = decoded_group(plan_, g);
+    const uint64_t bytes = packed ? compressed_->compressed_bytes(g) : weights_.groups[g].bytes;
+    FERRY_ASSIGN_OR_RETURN(DeviceBuffer buf, backend_.allocate(bytes, packed ? "resident compressed"
+                                                                             : "resident weights"));
     backend_.fill_zero(stream, buf.data(), buf.bytes());
-    base_[g] = buf.data();
-    stats_.resident_bytes += weights_.groups[g].bytes;
+    if (packed) {
+      packed_[g] = buf.data();
+      backend_.copy_to_device(stream, buf.data(), compressed_->bytes(g).data(), bytes);
+    } else {
+      base_[g] = buf.data();
+      pending.push_back(g);
+    }
+    stats_.resident_bytes += bytes;
     resident_.push_back(std::move(buf));
   }
   // Each group as soon as the pieces under it are registered; none ready: wait for the next piece.
-  std::vector<size_t> pending = resident;
   while (!pending.empty()) {
     const size_t seen = tier.registered_pieces();
     const size_t before = pending.size();
@@ -129,7 +168,7 @@ StreamingProvider::~StreamingProvider() {
 Status StreamingProvider::measure_host_rate(Stream& stream) {
   size_t largest = weights_.groups.size();
   for (size_t i = 0; i < weights_.groups.size(); ++i) {
-    if (plan_.placement[i] != Placement::streamed) continue;
+    if (plan_.placement[i] != Placement::streamed || decoded_group(plan_, i)) continue;
     if (largest == weights_.groups.size() ||
         weights_.groups[i].bytes > weights_.groups[largest].bytes) {
       largest = i;
@@ -154,9 +193,9 @@ Result<std::vector<std::vector<double>>> StreamingProvider::time_copies(
   if (slots_.empty()) return make_error(ErrorCode::invalid_argument, "streaming: no slots");
   for (size_t g : groups) {
     if (g >= weights_.groups.size() || plan_.placement[g] != Placement::streamed ||
-        weights_.groups[g].bytes > slots_[0].buffer.bytes()) {
+        decoded_group(plan_, g) || weights_.groups[g].bytes > slots_[0].buffer.bytes()) {
       return make_error(ErrorCode::invalid_argument,
-                        "streaming: only streamed groups are timed into the slots");
+                        "streaming: only raw streamed groups are timed into the slots");
     }
   }
   Stream& on = copy_stream_ != nullptr ? *copy_stream_ : stream;
@@ -226,6 +265,7 @@ Status StreamingProvider::begin(Stream& stream, std::span<const Call> calls) {
   entry_filled_.assign(plan_.cached.size(), false);
   next_call_ = 0;
   issued_ = 0;
+  decoded_ = 0;
   // A run that ended early may have left jobs queued: let them finish (their errors belong to it).
   if (bounce_ != nullptr) bounce_->drain();
   timeline_recorded_ = timeline_on_;
@@ -250,11 +290,59 @@ Status StreamingProvider::start_copies(Stream& compute) {
 }
 
 Status StreamingProvider::issue_ready(Stream& compute) {
-  while (issued_ < order_.items.size() &&
-         order_.items[issued_].after < static_cast<int64_t>(next_call_)) {
-    FERRY_RETURN_IF_ERROR(issue_copy(issued_++, compute));
+  const auto done = static_cast<int64_t>(next_call_);  // calls whose compute is enqueued
+  for (bool progress = true; progress;) {
+    progress = false;
+    while (issued_ < order_.items.size() && order_.items[issued_].after < done &&
+           order_.items[issued_].after_decode < static_cast<int64_t>(decoded_)) {
+      FERRY_RETURN_IF_ERROR(issue_copy(issued_++, compute));
+      progress = true;
+    }
+    while (decoded_ < order_.decodes.size() && order_.decodes[decoded_].after < done &&
+           order_.decodes[decoded_].copy < static_cast<int64_t>(issued_)) {
+      FERRY_RETURN_IF_ERROR(issue_decode(decoded_++, compute));
+      progress = true;
+    }
   }
   return {};
+}
+
+const void* StreamingProvider::decode_source(const DecodeItem& d) const {
+  if (d.staging >= 0) return staging_[static_cast<size_t>(d.staging)].buffer.data();
+  return packed_[static_cast<size_t>(calls_[d.call].group)];
+}
+
+Status StreamingProvider::issue_decode(size_t d, Stream& compute) {
+  const DecodeItem& item = order_.decodes[d];
+  const auto g = static_cast<size_t>(calls_[item.call].group);
+  Slot& slot = slots_[static_cast<size_t>(item.slot)];
+  ++stats_.decodes;
+  const std::string& name = weights_.groups[g].name;
+  if (plan_.mode == StreamMode::sequential) {
+    return backend_.decode_group(compute, compressed_->layout(g), decode_source(item),
+                                 slot.buffer.data(), slot.buffer.bytes(), name);
+  }
+  Stream& on = *decode_stream_;
+  // The slot's previous user (for the first `slots` ring calls of an inference, the last record
+  // is the previous inference's, which has finished), and the staged copy it decodes.
+  backend_.wait(on, *slot.compute_done);
+  if (item.staging >= 0 && !options_.skip_staging_wait_for_tests) {
+    backend_.wait(on, *staging_[static_cast<size_t>(item.staging)].copy_done);
+  }
+  if (options_.poison_slots) backend_.fill_byte(on, slot.buffer.data(), 0xff, slot.buffer.bytes());
+  FERRY_RETURN_IF_ERROR(backend_.decode_group(on, compressed_->layout(g), decode_source(item),
+                                              slot.buffer.data(), slot.buffer.bytes(), name));
+  backend_.record(*slot.decode_done, on);
+  if (item.staging >= 0) {
+    backend_.record(*staging_[static_cast<size_t>(item.staging)].decode_done, on);
+  }
+  return {};
+}
+
+Status StreamingProvider::end_run(Stream& stream) {
+  (void)stream;
+  if (decode_stream_ == nullptr) return {};
+  return backend_.synchronize(*decode_stream_);
 }
 
 void* StreamingProvider::destination(const CopyItem& item) const {
@@ -321,7 +409,9 @@ Result<StreamTimeline> StreamingProvider::timeline() const {
     FERRY_ASSIGN_OR_RETURN(Span sp, span(*timeline_.copy_start[k], *timeline_.copy_end[k]));
     t.copies.push_back(sp);
     t.copy_of[c] = static_cast<int64_t>(k);
-    t.copy_bytes.push_back(weights_.groups[static_cast<size_t>(calls_[c].group)].bytes);
+    const auto g = static_cast<size_t>(calls_[c].group);
+    t.copy_bytes.push_back(order_.items[k].staging >= 0 ? compressed_->compressed_bytes(g)
+                                                        : weights_.groups[g].bytes);
   }
   return t;
 }
@@ -331,6 +421,34 @@ Status StreamingProvider::copy_group(Stream& on, size_t g, void* dst) {
   for (const HostCopy& c : copies_[g]) {
     backend_.copy_from_mapping(on, static_cast<char*>(dst) + c.dst_offset, c.src, c.bytes, *c.file);
   }
+  return {};
+}
+
+Status StreamingProvider::issue_staged_copy(size_t k, Stream& compute) {
+  const CopyItem& item = order_.items[k];
+  const Call& call = calls_[item.call];
+  const auto g = static_cast<size_t>(call.group);
+  Staging& staging = staging_[static_cast<size_t>(item.staging)];
+  const std::span<const uint8_t> bytes = compressed_->bytes(g);
+  ++stats_.group_copies;
+  ++stats_.copy_calls;
+  stats_.bytes_copied += bytes.size();
+  stats_.compressed_bytes_copied += bytes.size();
+  stats_.bytes_by_phase[static_cast<size_t>(call.phase)] += bytes.size();
+  // Sequential mode: on the compute stream, in order with the decode and the call after it.
+  Stream& on = plan_.mode == StreamMode::sequential ? compute : *copy_stream_;
+  if (plan_.mode == StreamMode::pipelined) {
+    // The decode of the buffer's previous user (this inference's, or the last record of the
+    // previous inference, which has finished).
+    backend_.wait(on, *staging.decode_done);
+  }
+  if (options_.poison_slots) {
+    backend_.fill_byte(on, staging.buffer.data(), 0xff, staging.buffer.bytes());
+  }
+  mark(timeline_.copy_start, k, on);
+  backend_.copy_to_device(on, staging.buffer.data(), bytes.data(), bytes.size());
+  mark(timeline_.copy_end, k, on);
+  if (plan_.mode == StreamMode::pipelined) backend_.record(*staging.copy_done, on);
   return {};
 }
 
@@ -346,6 +464,7 @@ Status StreamingProvider::issue_copy(size_t k, Stream& compute) {
   const CopyItem& item = order_.items[k];
   const Call& call = calls_[item.call];
   const auto g = static_cast<size_t>(call.group);
+  if (item.staging >= 0) return issue_staged_copy(k, compute);
   void* dst = destination(item);
   const bool fill = item.entry >= 0;
   const auto entry = static_cast<size_t>(item.entry);
@@ -412,6 +531,27 @@ Result<void*> StreamingProvider::acquire(Stream& stream, const Call& call) {
     mark(timeline_.compute_start, next_call_, stream);
     return lent_ + plan_.cached[e].offset;
   }
+  if (kind == CopyKind::decode || kind == CopyKind::staged) {
+    const auto d = static_cast<size_t>(order_.decode[next_call_]);
+    Slot& slot = slots_[static_cast<size_t>(order_.decodes[d].slot)];
+    if (plan_.mode == StreamMode::sequential) {
+      if (kind == CopyKind::staged) {
+        FERRY_RETURN_IF_ERROR(issue_copy(static_cast<size_t>(order_.item[next_call_]), stream));
+      }
+      FERRY_RETURN_IF_ERROR(issue_decode(d, stream));
+    } else {
+      if (decoded_ <= d) FERRY_RETURN_IF_ERROR(issue_ready(stream));
+      if (decoded_ <= d) {
+        return make_error(ErrorCode::internal, "streaming: the decode of " +
+                                                   weights_.groups[g].name +
+                                                   " was not enqueued before its call (call " +
+                                                   std::to_string(next_call_) + ")");
+      }
+      if (!options_.skip_decode_wait_for_tests) backend_.wait(stream, *slot.decode_done);
+    }
+    mark(timeline_.compute_start, next_call_, stream);
+    return slot.buffer.data();
+  }
   const auto k = static_cast<size_t>(order_.item[next_call_]);
   const CopyItem& item = order_.items[k];
   const bool fill = item.entry >= 0;
@@ -437,11 +577,9 @@ Status StreamingProvider::release(Stream& stream, const Call& call) {
   mark(timeline_.compute_end, next_call_, stream);
   const size_t i = next_call_++;
   if (plan_.mode == StreamMode::sequential) return {};
-  const int32_t k = order_.item[i];
-  if (k >= 0 && order_.items[static_cast<size_t>(k)].slot >= 0) {
-    backend_.record(
-        *slots_[static_cast<size_t>(order_.items[static_cast<size_t>(k)].slot)].compute_done,
-        stream);
+  // Ring calls (streamed raw and decoded): the slot is free once this compute has run.
+  if (order_.slot[i] >= 0) {
+    backend_.record(*slots_[static_cast<size_t>(order_.slot[i])].compute_done, stream);
   }
   if (after_event_[i] >= 0) {
     backend_.record(*after_events_[static_cast<size_t>(after_event_[i])], stream);
@@ -470,6 +608,7 @@ Status StreamingProvider::skip_to(Stream& stream, size_t next) {
   // the last call that computed in it; skipped calls computed nothing, so that event is still the
   // right one to wait for.
   while (issued_ < order_.items.size() && order_.items[issued_].call < next) ++issued_;
+  while (decoded_ < order_.decodes.size() && order_.decodes[decoded_].call < next) ++decoded_;
   return issue_ready(stream);
 }
 

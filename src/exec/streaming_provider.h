@@ -20,6 +20,18 @@
 // Sequential mode: one slot, each copy enqueued on the compute stream right before its call, so
 // copy and compute never overlap (the paper's sequential demand layering).
 //
+// Compressed groups (Form::compressed, plan/plan.h; their bytes from a CompressedGroups): a
+// resident compressed group's compressed bytes are loaded into the arena once; a streamed
+// compressed call's compressed bytes are copied into a staging buffer on the copy stream (after
+// the decode of that buffer's previous user: a staging buffer per buffer a copy-done and a
+// decode-done event). Every decoded call is decoded into its ring slot on a decode stream of its
+// own, in call order, after its copy's copy-done event and the slot's compute-done event (its
+// previous user); the call's compute waits for the slot's decode-done event. Decodes are
+// enqueued like copies, as soon as what they wait for has been enqueued. Sequential mode: copy,
+// decode and compute of a call one after another on the compute stream. A decode's error (bytes
+// that do not decode) is the decode stream's, reported by end_run() at the end of the inference
+// and naming the group.
+//
 // Timeline (off by default; set_timeline): timing events around every call's compute and every
 // streamed call's copy, read back after the inference as a StreamTimeline
 // (plan/stream_timeline.h). It costs two event records per call and two per copy, and makes the
@@ -41,6 +53,7 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "exec/executor.h"
+#include "host/compressed_groups.h"
 #include "host/host_tier.h"
 #include "model/call_sequence.h"
 #include "model/weights.h"
@@ -60,6 +73,10 @@ struct StreamingOptions {
   // The same on the bounce path: acquire does not wait for the job's enqueue, so the compute
   // stream's wait may come before the DMA-done record it needs. Never set outside that test.
   bool skip_bounce_wait_for_tests = false;
+  // The same for compressed groups: compute does not wait for its slot's decode; a decode does
+  // not wait for its staged copy. Never set outside the tests that show the checks can fail.
+  bool skip_decode_wait_for_tests = false;
+  bool skip_staging_wait_for_tests = false;
   // The bounce ring's buffers and threads (used when the host tier takes the bounce path).
   BounceOptions bounce;
 };
@@ -70,7 +87,12 @@ struct StreamingStats {
   int64_t group_copies = 0;                            // streamed calls served by a copy
   int64_t lent_hits = 0;                               // streamed calls served by the lent cache
   int64_t copy_calls = 0;  // backend copies issued (a group may need a few)
-  uint64_t resident_bytes = 0;
+  // Compressed groups: decodes into slots, and of bytes_copied the compressed bytes of staged
+  // copies (counted at their compressed size).
+  int64_t decodes = 0;
+  uint64_t compressed_bytes_copied = 0;
+  uint64_t resident_bytes =
+      0;  // in the arena (resident compressed groups at their compressed size)
   // The resident load: the first copy enqueued to the last completed (create()), waits for the
   // registration of the pieces under them included.
   double resident_load_seconds = 0.0;
@@ -87,15 +109,16 @@ struct StreamingStats {
 class StreamingProvider final : public GroupProvider {
  public:
   // Loads the resident groups (synchronizing `stream`), allocates the slots and precomputes
-  // every group's copies. `tier` and the checkpoint behind it must outlive the provider. On a
+  // every group's copies. `tier` and the checkpoint behind it must outlive the provider, as must
+  // `compressed` (the compressed bytes of the plan's compressed groups; null: none). On a
   // tier still registering in pieces, the resident groups' pieces are registered first and each
   // group is copied as soon as its pieces are (whichever is ready first); create() returns once
   // every piece is registered. An error (a piece refused part-way included) returns after the
   // copies enqueued so far have completed.
-  static Result<std::unique_ptr<StreamingProvider>> create(Backend& backend, Stream& stream,
-                                                           const ModelWeights& weights,
-                                                           const HostTier& tier, const Plan& plan,
-                                                           const StreamingOptions& options = {});
+  static Result<std::unique_ptr<StreamingProvider>> create(
+      Backend& backend, Stream& stream, const ModelWeights& weights, const HostTier& tier,
+      const Plan& plan, const StreamingOptions& options = {},
+      const CompressedGroups* compressed = nullptr);
 
   ~StreamingProvider() override;
 
@@ -109,6 +132,8 @@ class StreamingProvider final : public GroupProvider {
   // Copies already enqueued for skipped calls land in their slots unused; the ring refills from
   // call `next` on, and no skipped call is copied after this.
   Status skip_to(Stream& stream, size_t next) override;
+  // Synchronizes the decode stream: the first decode error of the inference, naming its group.
+  Status end_run(Stream& stream) override;
 
   const StreamingStats& stats() const { return stats_; }
   const Plan& plan() const { return plan_; }
@@ -140,13 +165,27 @@ class StreamingProvider final : public GroupProvider {
     DeviceBuffer buffer;
     std::unique_ptr<Event> dma_done;
     std::unique_ptr<Event> compute_done;
+    std::unique_ptr<Event> decode_done;  // its latest decode (decoded calls)
+  };
+  // A staging buffer of streamed compressed copies.
+  struct Staging {
+    DeviceBuffer buffer;
+    std::unique_ptr<Event> copy_done;
+    std::unique_ptr<Event> decode_done;  // the decode that read it last
   };
 
   // Enqueues copy `k` of the order (pipelined: on the copy stream, after the call it waits for;
   // sequential: on `compute`). Bounce path, pipelined: submits it.
   Status issue_copy(size_t k, Stream& compute);
-  // Pipelined: enqueues, in order, every copy whose `after` call has been enqueued.
+  // Pipelined: enqueues, in order, every copy whose `after` call (or `after_decode` decode) has
+  // been enqueued, and every decode whose slot's previous user and copy have been.
   Status issue_ready(Stream& compute);
+  // Copy `k` when it is a staged copy: the compressed bytes into its staging buffer.
+  Status issue_staged_copy(size_t k, Stream& compute);
+  // Enqueues decode `d` of the order (pipelined: on the decode stream; sequential: on `compute`).
+  Status issue_decode(size_t d, Stream& compute);
+  // Where decode `d` reads its compressed bytes: the staging buffer or the arena.
+  const void* decode_source(const DecodeItem& d) const;
   // At the inference's first acquire: the copy stream waits for what `compute` holds so far (the
   // inputs), then the copies that wait for no call are enqueued.
   Status start_copies(Stream& compute);
@@ -166,12 +205,19 @@ class StreamingProvider final : public GroupProvider {
   const ModelWeights& weights_;
   Plan plan_;
   StreamingOptions options_;
-  std::vector<void*> base_;                    // resident or in-place address; null if streamed
+  std::vector<void*> base_;    // resident or in-place address; null if streamed
+  std::vector<void*> packed_;  // resident compressed groups: their compressed bytes in the arena
   std::vector<DeviceBuffer> resident_;         // one per resident group
   std::vector<std::vector<HostCopy>> copies_;  // per streamed group
   std::vector<uint64_t> group_bytes_;          // per group: its bytes (for the copy order)
   std::vector<Slot> slots_;
+  // Compressed groups: their bytes and layouts, the staging buffers, the decode stream.
+  const CompressedGroups* compressed_ = nullptr;
+  std::vector<Staging> staging_;
+  // The streams after the buffers they write: destroyed first, each finishing its queue (an
+  // inference that failed part-way leaves copies and decodes queued).
   std::unique_ptr<Stream> copy_stream_;
+  std::unique_ptr<Stream> decode_stream_;
   // The lent cache: the region, and per entry its DMA-done event, its bounce ticket and whether
   // this inference has filled it.
   char* lent_ = nullptr;
@@ -201,6 +247,7 @@ class StreamingProvider final : public GroupProvider {
   bool order_built_ = false;            // order_ and after_event_ are those of calls_
   size_t next_call_ = 0;                // the call acquire expects next
   size_t issued_ = 0;                   // copies enqueued (index into order_.items)
+  size_t decoded_ = 0;                  // decodes enqueued (index into order_.decodes)
   bool started_ = false;                // this inference's copies have begun (start_copies)
   std::unique_ptr<Event> inputs_done_;  // recorded on the compute stream after the inputs
   StreamingStats stats_;

@@ -57,6 +57,8 @@ class HostTimer final : public GroupProvider {
     return {};
   }
 
+  Status end_run(Stream& stream) override { return inner_.end_run(stream); }
+
   // A host step after the last call ends with the inference.
   void finish() {
     if (pending_ == HostStep::none) return;

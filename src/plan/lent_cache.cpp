@@ -26,7 +26,10 @@ void build(CopyOrder& o, const Plan& plan, std::span<const Call> calls,
   o.kind.assign(n, CopyKind::none);
   o.item.assign(n, -1);
   o.entry.assign(n, -1);
+  o.slot.assign(n, -1);
+  o.decode.assign(n, -1);
   o.items.clear();
+  o.decodes.clear();
   o.window = lent_window_start(calls);
   const size_t entries = plan.cached.size();
   // Per group, its entry (-1: none); not needed, and not made, without entries.
@@ -81,9 +84,49 @@ void build(CopyOrder& o, const Plan& plan, std::span<const Call> calls,
           ? 1
           : std::clamp<size_t>(static_cast<size_t>(std::max(plan.slots, 1)), 1, kMaxSlots);
   std::array<uint32_t, kMaxSlots> ring_calls{};
-  size_t ring = 0;  // ring copies so far
+  size_t ring = 0;  // ring calls so far
+  const size_t staging =
+      plan.mode == StreamMode::sequential
+          ? 1
+          : std::clamp<size_t>(static_cast<size_t>(std::max(plan.staging, 1)), 1, kMaxSlots);
+  std::array<int32_t, kMaxSlots> staging_decodes{};  // per buffer: its last user's decode
+  staging_decodes.fill(-1);
+  size_t staged = 0;  // staged copies so far
+  // The next ring slot for call i, and the slot's previous user (-1: none this run).
+  auto take_slot = [&](size_t i, int32_t& slot, int32_t& after) {
+    const size_t k = ring % slots;
+    slot = static_cast<int32_t>(k);
+    after = ring >= slots ? static_cast<int32_t>(ring_calls[k]) : -1;
+    ring_calls[k] = static_cast<uint32_t>(i);
+    ++ring;
+    o.slot[i] = slot;
+  };
   for (size_t i = 0; i < n; ++i) {
     const auto g = static_cast<size_t>(calls[i].group);
+    if (g < plan.placement.size() && decoded_group(plan, g) &&
+        plan.placement[g] != Placement::host) {
+      DecodeItem d;
+      d.call = static_cast<uint32_t>(i);
+      take_slot(i, d.slot, d.after);
+      o.decode[i] = static_cast<int32_t>(o.decodes.size());
+      if (plan.placement[g] == Placement::streamed) {
+        o.kind[i] = CopyKind::staged;
+        CopyItem copy;
+        copy.call = static_cast<uint32_t>(i);
+        const size_t b = staged++ % staging;
+        copy.staging = static_cast<int32_t>(b);
+        copy.after_decode = staging_decodes[b];
+        staging_decodes[b] = o.decode[i];
+        d.copy = static_cast<int32_t>(o.items.size());
+        d.staging = copy.staging;
+        o.item[i] = d.copy;
+        o.items.push_back(copy);
+      } else {
+        o.kind[i] = CopyKind::decode;
+      }
+      o.decodes.push_back(d);
+      continue;
+    }
     if (plan.placement[g] != Placement::streamed) continue;
     CopyItem item;
     item.call = static_cast<uint32_t>(i);
@@ -106,11 +149,7 @@ void build(CopyOrder& o, const Plan& plan, std::span<const Call> calls,
       }
     } else {
       o.kind[i] = CopyKind::ring;
-      const size_t slot = ring % slots;
-      item.slot = static_cast<int32_t>(slot);
-      if (ring >= slots) item.after = static_cast<int32_t>(ring_calls[slot]);  // its previous user
-      ring_calls[slot] = static_cast<uint32_t>(i);
-      ++ring;
+      take_slot(i, item.slot, item.after);  // after: the slot's previous user
     }
     o.item[i] = static_cast<int32_t>(o.items.size());
     o.items.push_back(item);
@@ -194,8 +233,8 @@ Plan with_lent_cache(Plan plan, std::span<const Call> calls, std::span<const uin
   }
   std::vector<size_t> candidates;
   for (size_t g = 0; g < groups; ++g) {
-    if (plan.placement[g] == Placement::streamed && uses[g] >= 2 && group_bytes[g] > 0 &&
-        align_group_bytes(group_bytes[g]) <= lent_bytes) {
+    if (plan.placement[g] == Placement::streamed && !decoded_group(plan, g) && uses[g] >= 2 &&
+        group_bytes[g] > 0 && align_group_bytes(group_bytes[g]) <= lent_bytes) {
       candidates.push_back(g);
     }
   }

@@ -37,31 +37,52 @@ size_t lent_window_start(std::span<const Call> calls);
 uint64_t lent_bytes_needed(const Plan& plan, std::span<const uint64_t> group_bytes);
 
 enum class CopyKind : uint8_t {
-  none,  // resident or host: no copy
-  ring,  // copied into a ring slot before the call
-  fill,  // copied into its lent cache entry before the call (the entry's first call)
-  hit,   // reads its lent cache entry: no copy
+  none,    // resident raw or host: no copy
+  ring,    // copied into a ring slot before the call
+  fill,    // copied into its lent cache entry before the call (the entry's first call)
+  hit,     // reads its lent cache entry: no copy
+  decode,  // resident compressed: decoded from the arena into a ring slot, no copy
+  staged,  // streamed compressed: copied into a staging buffer, then decoded into a ring slot
 };
 
 struct CopyItem {
-  uint32_t call = 0;   // the call this copy serves
-  int32_t after = -1;  // a call whose compute must end before the copy starts (-1: none this run)
-  int32_t slot = -1;   // ring slot (ring copies)
-  int32_t entry = -1;  // index into plan.cached (fills)
+  uint32_t call = 0;     // the call this copy serves
+  int32_t after = -1;    // a call whose compute must end before the copy starts (-1: none this run)
+  int32_t slot = -1;     // ring slot (ring copies)
+  int32_t entry = -1;    // index into plan.cached (fills)
+  int32_t staging = -1;  // staged copies: the staging buffer it lands in
+  int32_t after_decode = -1;  // staged copies: the decode (index into CopyOrder::decodes) of the
+                              // buffer's previous user, which must end first (-1: none this run)
+};
+
+// A decoded call's decode into its ring slot (plan/plan.h: on the decode stream, one at a time,
+// in call order).
+struct DecodeItem {
+  uint32_t call = 0;
+  int32_t slot = 0;      // the ring slot it writes
+  int32_t after = -1;    // the slot's previous user, whose compute must end first (-1: none)
+  int32_t copy = -1;     // staged: its copy (index into items), which must end first
+  int32_t staging = -1;  // staged: the staging buffer it reads
 };
 
 struct CopyOrder {
-  std::vector<CopyKind> kind;   // per call
-  std::vector<int32_t> item;    // per call: its copy's index in `items` (-1: none)
-  std::vector<int32_t> entry;   // per call: its plan.cached entry (fills and hits; -1: none)
-  std::vector<CopyItem> items;  // every copy of an inference, in call order
+  std::vector<CopyKind> kind;       // per call
+  std::vector<int32_t> item;        // per call: its copy's index in `items` (-1: none)
+  std::vector<int32_t> entry;       // per call: its plan.cached entry (fills and hits; -1: none)
+  std::vector<int32_t> slot;        // per call: the ring slot it reads (ring calls; -1: none)
+  std::vector<int32_t> decode;      // per call: its decode's index in `decodes` (-1: none)
+  std::vector<CopyItem> items;      // every copy of an inference, in call order
+  std::vector<DecodeItem> decodes;  // every decode of an inference, in call order
   std::vector<int32_t> entry_first, entry_last;  // per entry: its first and last window call
   size_t window = 0;                             // lent_window_start
 };
 
 // Builds the copy order. Checked (an error names the group): every entry's group is called in
-// the window, entries whose lifetimes overlap do not overlap in bytes. In sequential mode the
-// ring is one slot and `after` is not used (copies run on the compute stream).
+// the window, entries whose lifetimes overlap do not overlap in bytes. Ring calls (streamed raw
+// calls outside the lent cache and decoded calls, in call order) take ring slot k mod slots;
+// staged copies take staging buffer j mod staging (j counts them). In sequential mode the ring
+// is one slot, staging one buffer, and `after` is not used (everything runs on the compute
+// stream).
 Result<CopyOrder> copy_order(const Plan& plan, std::span<const Call> calls,
                              std::span<const uint64_t> group_bytes);
 // The same without the checks, into `out`'s storage (the predictor's hot path builds one per

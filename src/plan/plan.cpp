@@ -74,8 +74,22 @@ std::vector<size_t> groups_named(const ModelWeights& weights, const std::string&
 
 }  // namespace
 
-uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights) {
-  return sum_bytes(plan, weights, [](Placement p) { return p == Placement::resident; });
+bool ring_group(const Plan& plan, size_t g) {
+  if (g >= plan.placement.size()) return false;
+  return plan.placement[g] == Placement::streamed ||
+         (plan.placement[g] == Placement::resident && decoded_group(plan, g));
+}
+
+uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights, CompressedSizes compressed) {
+  uint64_t total = 0;
+  const size_t n = std::min(plan.placement.size(), weights.groups.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (plan.placement[i] != Placement::resident) continue;
+    const bool packed = decoded_group(plan, i) && i < compressed.size() && compressed[i] > 0;
+    // The arena hands out kGroupAlignment units: a compressed size takes its rounded bytes.
+    total += packed ? align_group_bytes(compressed[i]) : weights.groups[i].bytes;
+  }
+  return total;
 }
 
 uint64_t host_bytes(const Plan& plan, const ModelWeights& weights) {
@@ -90,26 +104,93 @@ uint64_t largest_streamed_group(const Plan& plan, const ModelWeights& weights) {
   uint64_t largest = 0;
   const size_t n = std::min(plan.placement.size(), weights.groups.size());
   for (size_t i = 0; i < n; ++i) {
-    if (plan.placement[i] == Placement::streamed) {
-      largest = std::max(largest, weights.groups[i].bytes);
+    if (ring_group(plan, i)) largest = std::max(largest, weights.groups[i].bytes);
+  }
+  return largest;
+}
+
+uint64_t largest_staged_group(const Plan& plan, CompressedSizes compressed) {
+  uint64_t largest = 0;
+  const size_t n = std::min(plan.placement.size(), compressed.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (plan.placement[i] == Placement::streamed && decoded_group(plan, i)) {
+      largest = std::max(largest, compressed[i]);
     }
   }
   return largest;
 }
 
-uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights) {
-  return resident_bytes(plan, weights) + static_cast<uint64_t>(plan.slots) * plan.slot_bytes;
+uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights,
+                                  CompressedSizes compressed) {
+  return resident_bytes(plan, weights, compressed) +
+         static_cast<uint64_t>(plan.slots) * plan.slot_bytes +
+         static_cast<uint64_t>(plan.staging) * plan.staging_bytes;
 }
 
-Status validate_plan(const Plan& plan, const ModelWeights& weights) {
+namespace {
+
+// Forms and staging buffers. `compressed` null: the forms' structure only (a plan file read
+// before the model's compressed groups are known); else compressed forms only where it has one.
+Status validate_forms(const Plan& plan, const ModelWeights& weights,
+                      const CompressedSizes* compressed) {
+  if (!plan.form.empty() && plan.form.size() != weights.groups.size()) {
+    return bad_plan(std::to_string(plan.form.size()) + " forms for a model of " +
+                    std::to_string(weights.groups.size()) + " weight groups");
+  }
+  bool staged = false;
+  for (size_t g = 0; g < plan.form.size(); ++g) {
+    if (plan.form[g] != Form::compressed) continue;
+    const WeightGroup& group = weights.groups[g];
+    if (plan.placement[g] == Placement::host) {
+      return bad_plan("group " + group.name +
+                      " is on the host and compressed (kernels read only raw groups in place)");
+    }
+    if (compressed != nullptr && (g >= compressed->size() || (*compressed)[g] == 0)) {
+      return bad_plan("group " + group.name +
+                      " is compressed in the plan, but the model has no compressed form of it");
+    }
+    staged = staged || plan.placement[g] == Placement::streamed;
+  }
+  if (!staged) {
+    if (plan.staging != 0 || plan.staging_bytes != 0) {
+      return bad_plan("no compressed group is streamed, so there must be no staging buffers");
+    }
+    return {};
+  }
+  if (plan.mode == StreamMode::sequential && plan.staging != 1) {
+    return bad_plan("sequential mode stages compressed copies in exactly one buffer, not " +
+                    std::to_string(plan.staging));
+  }
+  if (plan.mode == StreamMode::pipelined && (plan.staging < 1 || plan.staging > 64)) {
+    return bad_plan("pipelined mode needs 1 to 64 staging buffers, not " +
+                    std::to_string(plan.staging));
+  }
+  if (plan.staging_bytes % kGroupAlignment != 0) {
+    return bad_plan("staging buffer size must be a multiple of " + std::to_string(kGroupAlignment));
+  }
+  if (compressed != nullptr) {
+    const uint64_t largest = largest_staged_group(plan, *compressed);
+    if (plan.staging_bytes < largest) {
+      return bad_plan("staging buffers of " + std::to_string(plan.staging_bytes) +
+                      " bytes cannot hold the largest streamed compressed group (" +
+                      std::to_string(largest) + " bytes)");
+    }
+  } else if (plan.staging_bytes == 0) {
+    return bad_plan("staging buffers of 0 bytes");
+  }
+  return {};
+}
+
+Status validate(const Plan& plan, const ModelWeights& weights, const CompressedSizes* compressed) {
   if (plan.placement.size() != weights.groups.size()) {
     return bad_plan(std::to_string(plan.placement.size()) + " placements for a model of " +
                     std::to_string(weights.groups.size()) + " weight groups");
   }
+  FERRY_RETURN_IF_ERROR(validate_forms(plan, weights, compressed));
   const uint64_t largest = largest_streamed_group(plan, weights);
   if (largest == 0) {
     if (plan.slots != 0 || plan.slot_bytes != 0) {
-      return bad_plan("no group is streamed, so there must be no slots");
+      return bad_plan("no group is streamed or decoded, so there must be no slots");
     }
     return {};
   }
@@ -122,8 +203,8 @@ Status validate_plan(const Plan& plan, const ModelWeights& weights) {
   }
   if (plan.slot_bytes < largest) {
     return bad_plan("slots of " + std::to_string(plan.slot_bytes) +
-                    " bytes cannot hold the largest streamed group (" + std::to_string(largest) +
-                    " bytes)");
+                    " bytes cannot hold the largest streamed or decoded group (" +
+                    std::to_string(largest) + " bytes)");
   }
   if (plan.slot_bytes % kGroupAlignment != 0) {
     return bad_plan("slot size must be a multiple of " + std::to_string(kGroupAlignment));
@@ -138,6 +219,9 @@ Status validate_plan(const Plan& plan, const ModelWeights& weights) {
     if (plan.placement[static_cast<size_t>(e.group)] != Placement::streamed) {
       return bad_plan("group " + g.name + " is cached in the lent region but not streamed");
     }
+    if (decoded_group(plan, static_cast<size_t>(e.group))) {
+      return bad_plan("group " + g.name + " is cached in the lent region but compressed");
+    }
     if (e.offset % kGroupAlignment != 0) {
       return bad_plan("group " + g.name + ": lent offset " + std::to_string(e.offset) +
                       " is not a multiple of " + std::to_string(kGroupAlignment));
@@ -148,6 +232,12 @@ Status validate_plan(const Plan& plan, const ModelWeights& weights) {
     }
   }
   return {};
+}
+
+}  // namespace
+
+Status validate_plan(const Plan& plan, const ModelWeights& weights, CompressedSizes compressed) {
+  return validate(plan, weights, &compressed);
 }
 
 Plan all_resident_plan(const ModelWeights& weights) {
@@ -237,6 +327,42 @@ Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
   return plan;
 }
 
+Result<Plan> with_compressed(Plan plan, const ModelWeights& weights,
+                             const std::vector<std::string>& names, CompressedSizes compressed,
+                             int staging) {
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights, compressed));
+  if (names.empty()) return plan;
+  if (plan.form.empty()) plan.form.assign(weights.groups.size(), Form::raw);
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) return bad_plan("compressed: group " + name + " is named twice");
+    const std::vector<size_t> selected = groups_named(weights, name);
+    if (selected.empty()) {
+      return bad_plan("compressed: the model has no weight group '" + name + "' (its groups: " +
+                      some_group_names(weights) + "; `ferry inspect` lists them all)");
+    }
+    for (size_t i : selected) plan.form[i] = Form::compressed;
+  }
+  std::erase_if(plan.cached, [&](const CacheEntry& e) {
+    return plan.form[static_cast<size_t>(e.group)] == Form::compressed;
+  });
+  const uint64_t largest = largest_streamed_group(plan, weights);
+  if (largest > 0) {
+    if (plan.slots == 0) plan.slots = plan.mode == StreamMode::sequential ? 1 : 2;
+    plan.slot_bytes = std::max(plan.slot_bytes, align_group_bytes(largest));
+  }
+  const uint64_t staged = largest_staged_group(plan, compressed);
+  if (staged > 0) {
+    plan.staging = plan.mode == StreamMode::sequential ? 1 : std::clamp(staging, 1, 64);
+    plan.staging_bytes = align_group_bytes(staged);
+  } else {
+    plan.staging = 0;
+    plan.staging_bytes = 0;
+  }
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights, compressed));
+  return plan;
+}
+
 std::string plan_to_json(const Plan& plan, const ModelWeights& weights) {
   nlohmann::ordered_json j;
   j["format"] = "ferry-plan";
@@ -244,6 +370,10 @@ std::string plan_to_json(const Plan& plan, const ModelWeights& weights) {
   j["mode"] = stream_mode_name(plan.mode);
   j["slots"] = plan.slots;
   j["slot_bytes"] = plan.slot_bytes;
+  if (plan.staging > 0) {
+    j["staging"] = plan.staging;
+    j["staging_bytes"] = plan.staging_bytes;
+  }
   auto groups = nlohmann::ordered_json::array();
   auto entry = plan.cached.begin();
   for (size_t i = 0; i < plan.placement.size() && i < weights.groups.size(); ++i) {
@@ -251,6 +381,7 @@ std::string plan_to_json(const Plan& plan, const ModelWeights& weights) {
     g["name"] = weights.groups[i].name;
     g["placement"] = placement_name(plan.placement[i]);
     g["bytes"] = weights.groups[i].bytes;
+    if (form_of(plan, i) == Form::compressed) g["form"] = form_name(Form::compressed);
     if (entry != plan.cached.end() && entry->group == static_cast<int>(i)) {
       g["lent_offset"] = entry->offset;
       ++entry;
@@ -290,6 +421,18 @@ Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights) 
     return bad("\"slot_bytes\" must be a non-negative integer");
   }
   p.slot_bytes = j["slot_bytes"].get<uint64_t>();
+  if (j.contains("staging")) {
+    if (!j["staging"].is_number_integer() || j["staging"] < 0 || j["staging"] > 64) {
+      return bad("\"staging\" must be an integer from 0 to 64");
+    }
+    p.staging = j["staging"].get<int>();
+  }
+  if (j.contains("staging_bytes")) {
+    if (!j["staging_bytes"].is_number_unsigned()) {
+      return bad("\"staging_bytes\" must be a non-negative integer");
+    }
+    p.staging_bytes = j["staging_bytes"].get<uint64_t>();
+  }
   if (!j.contains("groups") || !j["groups"].is_array()) return bad("\"groups\" must be a list");
   const auto& groups = j["groups"];
   if (groups.size() != weights.groups.size()) {
@@ -319,6 +462,16 @@ Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights) 
     } else {
       return bad(name + ": unknown placement " + strict_json::quote(where));
     }
+    if (g.contains("form")) {
+      const std::string form = g["form"].is_string() ? g["form"].get<std::string>() : "";
+      if (form != "raw" && form != "compressed") {
+        return bad(name + ": \"form\" must be \"raw\" or \"compressed\"");
+      }
+      if (form == "compressed") {
+        p.form.resize(groups.size(), Form::raw);
+        p.form[i] = Form::compressed;
+      }
+    }
     if (g.contains("lent_offset")) {
       if (!g["lent_offset"].is_number_unsigned()) {
         return bad(name + ": \"lent_offset\" must be a non-negative integer");
@@ -326,7 +479,7 @@ Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights) 
       p.cached.push_back({static_cast<int>(i), g["lent_offset"].get<uint64_t>()});
     }
   }
-  FERRY_RETURN_IF_ERROR(validate_plan(p, weights));
+  FERRY_RETURN_IF_ERROR(validate(p, weights, nullptr));
   return p;
 }
 

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,20 +114,57 @@ inline uint64_t align_group_bytes(uint64_t bytes) {
   return (bytes + kGroupAlignment - 1) / kGroupAlignment * kGroupAlignment;
 }
 
+// Per group of a model, the bytes of its compressed form (0: it has none), as
+// host/compressed_groups.h gives them (CompressedGroups::compressed_bytes): what a resident
+// compressed group takes in the arena and a streamed compressed one in a staging buffer. Empty:
+// no group has a compressed form.
+using CompressedSizes = std::span<const uint64_t>;
+
+// Whether group g's calls are decoded calls (its form is compressed: resident or streamed).
+inline bool decoded_group(const Plan& plan, size_t g) {
+  return form_of(plan, g) == Form::compressed;
+}
+// Whether group g's calls use a ring slot: streamed groups (raw: copied into the slot;
+// compressed: decoded into it) and resident compressed groups (decoded into it).
+bool ring_group(const Plan& plan, size_t g);
+
 // Bytes of the groups the plan keeps resident / on the host / streams (each group counted once).
-uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights);
+// Resident bytes count a resident compressed group at its compressed size rounded up to
+// kGroupAlignment, as the arena takes it (`compressed`; its raw size where the sizes are not
+// given); streamed bytes are the raw sizes.
+uint64_t resident_bytes(const Plan& plan, const ModelWeights& weights,
+                        CompressedSizes compressed = {});
 uint64_t host_bytes(const Plan& plan, const ModelWeights& weights);
 uint64_t streamed_bytes(const Plan& plan, const ModelWeights& weights);
-// The largest streamed group (0 when none is streamed): the smallest slot that works.
+// The largest group whose calls use a slot (ring_group: streamed groups and resident compressed
+// ones, at their raw size, which is what a slot holds); 0 when none does: the smallest slot that
+// works.
 uint64_t largest_streamed_group(const Plan& plan, const ModelWeights& weights);
-// Device bytes the plan's weights take: resident groups plus slots × slot_bytes.
-uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights);
+// The largest compressed size of a streamed compressed group (0 when none): the smallest staging
+// buffer that works.
+uint64_t largest_staged_group(const Plan& plan, CompressedSizes compressed);
+// Device bytes the plan's weights take: resident groups (compressed ones at their compressed
+// size) plus slots × slot_bytes plus staging × staging_bytes.
+uint64_t plan_weight_device_bytes(const Plan& plan, const ModelWeights& weights,
+                                  CompressedSizes compressed = {});
 
 // Structural checks: one placement per group, host only where allowed, slots and slot_bytes
-// consistent with the mode and the streamed groups, cache entries on streamed groups, aligned,
-// once each, in group order (how they share the region over time: check_lent_cache). Errors name
-// the group.
-Status validate_plan(const Plan& plan, const ModelWeights& weights);
+// consistent with the mode and the ring groups, cache entries on raw streamed groups, aligned,
+// once each, in group order (how they share the region over time: check_lent_cache); forms: none
+// or one per group, compressed only where `compressed` has the group and never on the host;
+// staging and staging_bytes consistent with the streamed compressed groups (one buffer in
+// sequential mode, 1 to 64 pipelined, each holding the largest). Errors name the group.
+Status validate_plan(const Plan& plan, const ModelWeights& weights,
+                     CompressedSizes compressed = {});
+
+// The plan with the named groups (names as plan_with_resident takes them) in compressed form,
+// in the placement they have, and the ring and staging buffers sized for it: slots as the plan
+// has them (2 in pipelined mode where it had none), staging buffers `staging` (1 in sequential
+// mode), each the largest streamed compressed group. A name that is unknown, a group on the host
+// or one `compressed` has no form of is an error naming it.
+Result<Plan> with_compressed(Plan plan, const ModelWeights& weights,
+                             const std::vector<std::string>& names, CompressedSizes compressed,
+                             int staging = 2);
 
 // Every group resident (what `ferry run` without a budget does).
 Plan all_resident_plan(const ModelWeights& weights);
@@ -150,8 +188,10 @@ Result<Plan> with_mapped(Plan plan, const ModelWeights& weights,
                          const std::vector<std::string>& names);
 
 // Plan files: {"format": "ferry-plan", "version": 1, "mode": ..., "slots": ..., "slot_bytes":
-// ..., "groups": [{"name": ..., "placement": ..., "lent_offset": ... (cached groups only)},
-// ...]}. Groups are named, so a plan made for
+// ..., "staging": ..., "staging_bytes": ... (when compressed groups stream), "groups": [{"name":
+// ..., "placement": ..., "form": "compressed" (compressed groups only), "lent_offset": ...
+// (cached groups only)}, ...]}. Reading one checks the forms' structure only: whether the model
+// has the compressed forms is validate_plan's with the sizes. Groups are named, so a plan made for
 // another model is refused with the first name that differs.
 std::string plan_to_json(const Plan& plan, const ModelWeights& weights);
 Result<Plan> plan_from_json(std::string_view text, const ModelWeights& weights);

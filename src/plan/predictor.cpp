@@ -53,10 +53,21 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   thread_local std::vector<double> compute_end;
   thread_local Intervals copies;
   thread_local std::vector<int32_t> mapped_before;  // per call: the last mapped call before it
+  thread_local Intervals decodes;                   // per decode: its start and end
   copy_order_into(order, plan, s.calls, s.bytes);
   const std::vector<CopyItem>& items = order.items;
   compute_end.assign(s.calls.size(), 0.0);
   copies.resize(items.size());
+  decodes.resize(order.decodes.size());
+  // A copy's C_DMA: a staged copy moves the group's compressed bytes.
+  auto dma_of = [&](const CopyItem& it) {
+    const auto g = static_cast<size_t>(s.calls[it.call].group);
+    return it.staging >= 0 && g < s.dma_compressed_s.size() ? s.dma_compressed_s[g] : s.dma_s[g];
+  };
+  auto decode_of = [&](const DecodeItem& d) {
+    const auto g = static_cast<size_t>(s.calls[d.call].group);
+    return g < s.decode_s.size() ? s.decode_s[g] : 0.0;
+  };
   // A mapped call reads its group over the link while it computes: the link is taken, in call
   // order, by the copies and the mapped calls alike, so a copy for a later call starts after
   // the mapped calls before that call have ended (on a saturated link, sharing it would end the
@@ -77,19 +88,42 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
   double host_clock = 0;
   double prev_end = s.inputs_s;
   double copy_free = s.inputs_s;
-  size_t consumed = 0;   // copies whose calls have computed
-  size_t scheduled = 0;  // copies scheduled (pipelined mode)
-  // Pipelined: schedules every copy whose `after` call is among the first `computed` calls.
+  double decode_free = s.inputs_s;
+  size_t consumed = 0;    // copies whose calls have computed
+  size_t scheduled = 0;   // copies scheduled (pipelined mode)
+  size_t dscheduled = 0;  // decodes scheduled (pipelined mode)
+  // Pipelined: schedules every copy whose `after` call is among the first `computed` calls (and,
+  // for a staged copy, whose staging buffer's previous decode is scheduled), and every decode
+  // whose slot's previous user is among them and whose copy is scheduled; each engine in order.
   auto schedule_copies = [&](size_t computed) {
-    while (scheduled < items.size()) {
-      const CopyItem& it = items[scheduled];
-      const int32_t after =
-          maps ? std::max(it.after, mapped_before[static_cast<size_t>(it.call)]) : it.after;
-      if (after >= static_cast<int32_t>(computed)) return;
-      const double start =
-          after >= 0 ? std::max(copy_free, compute_end[static_cast<size_t>(after)]) : copy_free;
-      copy_free = start + s.dma_s[static_cast<size_t>(s.calls[it.call].group)];
-      copies[scheduled++] = {start, copy_free};
+    for (bool progress = true; progress;) {
+      progress = false;
+      while (scheduled < items.size()) {
+        const CopyItem& it = items[scheduled];
+        const int32_t after =
+            maps ? std::max(it.after, mapped_before[static_cast<size_t>(it.call)]) : it.after;
+        if (after >= static_cast<int32_t>(computed)) break;
+        if (it.after_decode >= static_cast<int32_t>(dscheduled)) break;
+        double start =
+            after >= 0 ? std::max(copy_free, compute_end[static_cast<size_t>(after)]) : copy_free;
+        if (it.after_decode >= 0) {
+          start = std::max(start, decodes[static_cast<size_t>(it.after_decode)].second);
+        }
+        copy_free = start + dma_of(it);
+        copies[scheduled++] = {start, copy_free};
+        progress = true;
+      }
+      while (dscheduled < order.decodes.size()) {
+        const DecodeItem& d = order.decodes[dscheduled];
+        if (d.after >= static_cast<int32_t>(computed)) break;
+        if (d.copy >= static_cast<int32_t>(scheduled)) break;
+        double start = decode_free;
+        if (d.after >= 0) start = std::max(start, compute_end[static_cast<size_t>(d.after)]);
+        if (d.copy >= 0) start = std::max(start, copies[static_cast<size_t>(d.copy)].second);
+        decode_free = start + decode_of(d);
+        decodes[dscheduled++] = {start, decode_free};
+        progress = true;
+      }
     }
   };
   for (size_t i = 0; i < s.calls.size(); ++i) {
@@ -100,12 +134,13 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
     const double ready = std::max(prev_end, t.enqueued);
     t.compute_start = ready;
     const int32_t item = order.item[i];
+    const int32_t decode = order.decode[i];
     size_t overlap_from = consumed;
     if (item >= 0) {
-      t.slot = items[static_cast<size_t>(item)].slot;
+      t.slot = order.slot[i];
       if (sequential) {
         t.copy_start = std::max(copy_free, prev_end);
-        t.copy_end = t.copy_start + s.dma_s[g];
+        t.copy_end = t.copy_start + dma_of(items[static_cast<size_t>(item)]);
         copy_free = t.copy_end;
       } else {
         schedule_copies(i);
@@ -117,6 +152,18 @@ double simulate(const Schedule& s, const Plan& plan, OnCall&& on_call) {
       overlap_from = consumed + 1;
     } else if (!sequential) {
       schedule_copies(i);
+    }
+    if (decode >= 0) {
+      t.slot = order.slot[i];
+      if (sequential) {  // after its copy (or the call before it), on the compute stream
+        t.decode_start = item >= 0 ? t.copy_end : prev_end;
+        t.decode_end = t.decode_start + decode_of(order.decodes[static_cast<size_t>(decode)]);
+      } else {
+        const auto [a, b] = decodes[static_cast<size_t>(decode)];
+        t.decode_start = a;
+        t.decode_end = b;
+      }
+      t.compute_start = std::max(ready, t.decode_end);
     }
     // A call that starts on an idle engine (its copy, a host step or the launch kept the
     // engine waiting) first spends idle_start_s; then its work, back to back.
@@ -196,12 +243,17 @@ Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
       ph.mapped_bytes += schedule.bytes[g];
       ++ph.mapped_calls;
     }
+    const bool staged = t.copy_end >= 0 && t.decode_end >= 0;
     if (t.copy_end >= 0) {
-      ph.copy_s += schedule.dma_s[g];
-      ph.link_bytes += schedule.bytes[g];
-      ph.stall_s += t.compute_start - ready;
+      ph.copy_s += staged ? schedule.dma_compressed_s[g] : schedule.dma_s[g];
+      ph.link_bytes += staged ? schedule.compressed_bytes[g] : schedule.bytes[g];
       copies.emplace_back(t.copy_start, t.copy_end);
     }
+    if (t.decode_end >= 0) {
+      ph.decode_s += schedule.decode_s[g];
+      ++ph.decodes;
+    }
+    if (t.copy_end >= 0 || t.decode_end >= 0) ph.stall_s += t.compute_start - ready;
     computes.emplace_back(t.compute_start, t.compute_end);
     if (trace != nullptr) (*trace)[i] = t;
   });
@@ -212,6 +264,8 @@ Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
     p.compute_busy_s += ph.compute_s;
     p.host_s += ph.host_s;
     p.stall_s += ph.stall_s;
+    p.decode_busy_s += ph.decode_s;
+    p.decodes += ph.decodes;
   }
   p.copies = static_cast<int64_t>(copies.size());
   p.hidden_copy_s = overlap(copies, computes);
@@ -221,7 +275,7 @@ Prediction predict_unchecked(const Schedule& schedule, const Plan& plan,
 
 Result<Prediction> predict(const ModelWeights& weights, const Schedule& schedule, const Plan& plan,
                            std::vector<CallTiming>* trace) {
-  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights));
+  FERRY_RETURN_IF_ERROR(validate_plan(plan, weights, schedule.compressed_bytes));
   if (schedule.group_count() != weights.groups.size()) {
     return make_error(ErrorCode::invalid_argument,
                       "predict: the schedule was built for a model of " +

@@ -33,6 +33,19 @@
 //   call comes after a mapped call starts after that call's compute ends (the copies and the
 //   mapped calls take the link in call order, which on a saturated link ends each pair when
 //   sharing it would).
+//   Compressed groups (plan/plan.h's rules): ring calls are the streamed raw calls and the decoded
+//   calls, in call order, slot k mod S. A staged copy (a streamed compressed call's compressed
+//   bytes into staging buffer j mod plan.staging) takes the copy engine in the copy order like
+//   any copy, for Schedule::dma_compressed_s, and starts no earlier than the end of the decode of
+//   that buffer's previous user. Decodes run one at a time, in call order, on a decode engine of
+//   their own:
+//     decode_start(d) = max(decode_end(d-1), copy_end(its copy) if staged,
+//                           compute_end(the slot's previous user))
+//     decode_end(d)   = decode_start(d) + C_DEC(group)       (Schedule::decode_s)
+//   and the call's compute starts no earlier than its decode's end. Sequential mode: copy,
+//   decode and compute of a call one after another. Decoding is assumed not to slow a kernel
+//   running beside it (not measured yet: the H200 measurement of decode beside compute
+//   decides whether it needs a rate of its own, as copies have).
 //   The inference ends when the last compute and the last host step have both finished.
 #pragma once
 
@@ -49,10 +62,12 @@
 namespace ferry {
 
 struct PhaseTime {
-  double wall_s = 0;          // from the end of the previous phase's last call (and its host step)
-                              // to the end of this phase's last call (and its host step)
-  double compute_s = 0;       // Σ its calls' compute time (C_EXE, slowed where copies ran)
-  double copy_s = 0;          // Σ C_DMA of the copies its calls consume
+  double wall_s = 0;     // from the end of the previous phase's last call (and its host step)
+                         // to the end of this phase's last call (and its host step)
+  double compute_s = 0;  // Σ its calls' compute time (C_EXE, slowed where copies ran)
+  double copy_s = 0;     // Σ C_DMA of the copies its calls consume
+  double decode_s = 0;   // Σ C_DEC of its decoded calls (on the decode stream)
+  int64_t decodes = 0;
   double stall_s = 0;         // compute idle before its calls, waiting for their copies
   double host_s = 0;          // host steps after its calls (their time alone)
   uint64_t link_bytes = 0;    // copied, plus read in place by mapped calls
@@ -67,7 +82,9 @@ struct Prediction {
   uint64_t link_bytes = 0;    // bytes over the link per inference (copies, mapped reads)
   uint64_t mapped_bytes = 0;  // of those, read in place by mapped calls
   int64_t copies = 0;
-  double copy_busy_s = 0;      // Σ C_DMA: how long the copy engine works
+  double copy_busy_s = 0;    // Σ C_DMA: how long the copy engine works
+  double decode_busy_s = 0;  // Σ C_DEC: how long the decode stream works
+  int64_t decodes = 0;
   double compute_busy_s = 0;   // Σ compute time of all calls
   double host_s = 0;           // Σ host steps
   double stall_s = 0;          // compute engine idle waiting for copies
@@ -77,9 +94,11 @@ struct Prediction {
 
 // One call's simulated times (seconds from the start of the inference).
 struct CallTiming {
-  int slot = -1;           // ring slot (streamed calls only)
+  int slot = -1;           // ring slot (ring calls only: streamed raw and decoded calls)
   double copy_start = -1;  // -1 when the call is not streamed
   double copy_end = -1;
+  double decode_start = -1;  // -1 when the call is not a decoded call
+  double decode_end = -1;
   double enqueued = 0;  // when the host had launched it
   double compute_start = 0;
   double compute_end = 0;

@@ -340,6 +340,7 @@ Profile profile_skeleton(const ModelWeights& weights, const MachineRates& rates,
   p.link_bytes_per_s = rates.link_bytes_per_s;
   p.peak_flops = rates.peak_flops;
   p.memory_bandwidth = rates.memory_bandwidth;
+  p.decode_bytes_per_s = rates.decode_bytes_per_s;
   p.host = rates.host;
   p.groups.resize(weights.groups.size());
   for (size_t i = 0; i < weights.groups.size(); ++i) {

@@ -64,6 +64,10 @@ struct GroupProfile {
   // compute just ended) when it starts on an idle engine: after waiting for its copy, after a
   // host step, first in the inference. Absent: 0. Only for phases exe_s has.
   std::array<std::optional<double>, kPhaseCount> idle_start_s;
+  // C_DEC: one decode of the group's compressed form into a slot (issue 24), on the decode
+  // stream. Absent: not measured; the schedule then models it (Profile::decode_bytes_per_s). Not
+  // yet written to or read from profile files (the profiler does not measure it yet).
+  std::optional<double> decode_s;
 };
 
 // Host work the schedule waits for (seconds). See plan/schedule.h for where each one falls.
@@ -113,6 +117,9 @@ struct Profile {
   double peak_flops = 0;            // measured dense BF16 GEMM peak
   double memory_bandwidth = 0;      // device memory bandwidth, bytes/s (0 when not measured)
   HostCosts host;
+  // The decoder's output rate (decoded bytes/s) assumed for a group without C_DEC: a guess until
+  // measured (0: kAssumedDecodeBytesPerS, plan/schedule.h). Not yet in profile files.
+  double decode_bytes_per_s = 0;
   std::optional<ProfileWorkload> workload;
   std::vector<GroupProfile> groups;  // one per ModelWeights group, same order
 
@@ -141,6 +148,7 @@ struct MachineRates {
   double link_bytes_per_s = 0;
   double peak_flops = 0;
   double memory_bandwidth = 0;
+  double decode_bytes_per_s = 0;  // the group decoder's output rate (0: not known)
   HostCosts host;
 };
 

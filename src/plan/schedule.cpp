@@ -105,4 +105,27 @@ Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Ca
   return s;
 }
 
+Status set_compressed(Schedule& s, std::span<const uint64_t> compressed, const Profile& profile) {
+  const size_t n = s.group_count();
+  if (compressed.size() != n || profile.groups.size() != n) {
+    return make_error(ErrorCode::invalid_argument,
+                      "schedule: compressed sizes for " + std::to_string(compressed.size()) +
+                          " groups, the model has " + std::to_string(n));
+  }
+  const double rate =
+      profile.decode_bytes_per_s > 0 ? profile.decode_bytes_per_s : kAssumedDecodeBytesPerS;
+  s.compressed_bytes.assign(compressed.begin(), compressed.end());
+  s.dma_compressed_s.assign(n, 0.0);
+  s.decode_s.assign(n, 0.0);
+  for (size_t g = 0; g < n; ++g) {
+    if (compressed[g] == 0) continue;
+    s.dma_compressed_s[g] = s.bytes[g] > 0 ? s.dma_s[g] * static_cast<double>(compressed[g]) /
+                                                 static_cast<double>(s.bytes[g])
+                                           : 0.0;
+    const std::optional<double>& measured = profile.groups[g].decode_s;
+    s.decode_s[g] = measured ? *measured : static_cast<double>(s.bytes[g]) / rate;
+  }
+  return {};
+}
+
 }  // namespace ferry

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -56,9 +57,27 @@ struct Schedule {
   double inputs_s = 0;  // the inputs' upload before the first call and copy (HostCosts::inputs_s)
   double launch_s = 0;  // host time to enqueue one call
   double link_bytes_per_s = 0;  // the profile's link peak
+  // Compressed forms (issue 24; empty: none; set_compressed fills them, make_schedule not):
+  std::vector<uint64_t> compressed_bytes;  // per group: its compressed bytes (0: none), what the
+                                           // planner, the predictor and validate_plan read
+  std::vector<double> dma_compressed_s;    // per group: C_DMA of its compressed bytes
+  std::vector<double> decode_s;            // per group: C_DEC, one decode into a slot
 
   size_t group_count() const { return dma_s.size(); }
 };
+
+// The decoder's output rate a schedule assumes where the profile has neither C_DEC nor a rate:
+// a guess until measured (docs/compression.md: the CUDA decoder is expected at ~1-2 TB/s on
+// large groups and is not measured yet; half the issue's 800 GB/s target is taken, so that
+// plans do not count on more).
+inline constexpr double kAssumedDecodeBytesPerS = 400e9;
+
+// Attaches a model's compressed forms (`compressed`: per group its compressed bytes, 0: none) to
+// `s`: C_DMA of the compressed bytes, the raw C_DMA scaled by compressed / raw bytes (a copy's
+// time is its bytes over the link); C_DEC, the profile's where measured, else the group's raw
+// bytes over profile.decode_bytes_per_s (kAssumedDecodeBytesPerS when 0). invalid_argument when
+// the sizes are not one per group.
+Status set_compressed(Schedule& s, std::span<const uint64_t> compressed, const Profile& profile);
 
 // Checks the profile against the model and the calls (check_profile), then attaches the times.
 Result<Schedule> make_schedule(const ModelWeights& weights, const std::vector<Call>& calls,

@@ -223,6 +223,29 @@ class CpuBackend final : public Backend {
     return Status();
   }
 
+  // The reference decoder (compress::decode_group) on the stream's thread, its segments and
+  // checksum split over the op pool; its error, named after the group, is the stream's.
+  Status decode_group(Stream& stream, const compress::GroupLayout& layout, const void* compressed,
+                      void* out, size_t out_capacity, std::string_view name) override {
+    cpu::CpuStream& s = as_cpu(stream);
+    if (s.capturing()) {
+      return make_error(ErrorCode::invalid_argument,
+                        "cpu: the decode of group " + std::string(name) +
+                            " cannot be recorded (its errors would not be checked)");
+    }
+    FERRY_RETURN_IF_ERROR(check_decode_arguments(layout, compressed, out, out_capacity, name));
+    s.enqueue([&layout, compressed, out, group = std::string(name), pool = pool_]() -> Status {
+      compress::DecodeOptions options;
+      options.pool = pool.get();
+      const Status st = compress::decode_group(
+          layout, {static_cast<const uint8_t*>(compressed), layout.compressed_size},
+          {static_cast<uint8_t*>(out), layout.decoded_size}, options);
+      if (st.ok()) return st;
+      return make_error(st.error().code, "group " + group + ": " + st.error().message);
+    });
+    return Status();
+  }
+
   Status begin_capture(Stream& stream) override { return as_cpu(stream).begin_capture(); }
 
   Result<std::unique_ptr<Graph>> end_capture(Stream& stream) override {

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "backend/cuda/cuda_resources.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/device_limits.cuh"
+#include "backend/cuda/exponent_decode.cuh"
 #include "backend/cuda/linear.cuh"
 #include "backend/cuda/nvml_probe.h"
 #include "backend/cuda/op_context.h"
@@ -445,6 +447,42 @@ class CudaBackend final : public Backend {
     return run_cuda_op(ctx, op);
   }
 
+  // decode_group_async with an error word of the stream's own (decode_word_chunks): the word is
+  // read back by the next synchronize(stream), which turns the first fault into the stream's
+  // error. A recording would replay decodes whose words nothing reads: refused. The kernel checks
+  // the structure of the bytes (every offset, length and rANS state); unlike the CPU reference it
+  // does not recompute the checksum.
+  Status decode_group(Stream& stream, const compress::GroupLayout& layout, const void* compressed,
+                      void* out, size_t out_capacity, std::string_view name) override {
+    auto& s = as_cuda(stream);
+    if (s.capturing()) {
+      return make_error(ErrorCode::invalid_argument,
+                        "cuda: the decode of group " + std::string(name) +
+                            " cannot be recorded (its error word would not be checked)");
+    }
+    if (!s.error().ok()) return s.error();
+    FERRY_RETURN_IF_ERROR(check_decode_arguments(layout, compressed, out, out_capacity, name));
+    std::vector<DeviceBuffer>& chunks = s.decode_word_chunks();
+    std::vector<std::string>& groups = s.decode_groups();
+    const size_t i = groups.size();
+    const size_t per = CudaStream::kDecodeWordsPerChunk;
+    if (i / per >= chunks.size()) {
+      FERRY_ASSIGN_OR_RETURN(DeviceBuffer chunk,
+                             allocate(per * sizeof(DecodeErrorWord), "decode error words"));
+      chunks.push_back(std::move(chunk));
+    }
+    auto* word = static_cast<DecodeErrorWord*>(chunks[i / per].data()) + i % per;
+    groups.emplace_back(name);
+    const Status st =
+        decode_group_async(layout, static_cast<const uint8_t*>(compressed),
+                           static_cast<uint8_t*>(out), out_capacity, word, s.handle());
+    if (!st.ok()) {
+      groups.pop_back();  // nothing was enqueued that writes the word
+      return make_error(st.error().code, "group " + std::string(name) + ": " + st.error().message);
+    }
+    return Status();
+  }
+
   Status begin_capture(Stream& stream) override {
     auto& s = as_cuda(stream);
     if (s.capturing()) return make_error(ErrorCode::invalid_argument, "cuda: already capturing");
@@ -509,8 +547,32 @@ class CudaBackend final : public Backend {
     if (s.handle() == nullptr) return s.error();
     const Status sync = FERRY_CUDA_STATUS(cudaStreamSynchronize(s.handle()));
     Status first = s.take_error();
+    const Status decodes = sync.ok() ? take_decode_errors(s) : Status();
+    s.decode_groups().clear();
     if (!first.ok()) return first;
-    return sync;
+    if (!sync.ok()) return sync;
+    return decodes;
+  }
+
+  // The first fault among the error words of the decodes since the last synchronize (the stream
+  // has run them), named after its group.
+  static Status take_decode_errors(CudaStream& s) {
+    const std::vector<std::string>& groups = s.decode_groups();
+    const size_t per = CudaStream::kDecodeWordsPerChunk;
+    std::vector<DecodeErrorWord> words(per);
+    for (size_t c = 0; c * per < groups.size(); ++c) {
+      const size_t n = std::min(per, groups.size() - c * per);
+      FERRY_CUDA_CHECK(cudaMemcpy(words.data(), s.decode_word_chunks()[c].data(),
+                                  n * sizeof(DecodeErrorWord), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < n; ++i) {
+        const Status st = decode_error_status(words[i]);
+        if (!st.ok()) {
+          return make_error(st.error().code,
+                            "group " + groups[c * per + i] + ": " + st.error().message);
+        }
+      }
+    }
+    return Status();
   }
 
   Status synchronize(Event& event) override {

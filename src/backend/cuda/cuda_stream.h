@@ -4,8 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+#include <vector>
+
 #include "backend/backend.h"
 #include "backend/cuda/cuda_resources.h"
+#include "backend/cuda/exponent_decode_fault.h"
 
 namespace ferry::cuda {
 
@@ -40,6 +44,13 @@ class CudaStream final : public Stream {
   bool capturing() const { return capturing_; }
   void set_capturing(bool on) { capturing_ = on; }
 
+  // Group decodes enqueued since the last synchronize: decode i writes its error word at
+  // word(i) (device memory, in chunks of kDecodeWordsPerChunk allocated as the count grows and
+  // kept for later decodes) and names group decode_groups()[i]; synchronize reads them back.
+  static constexpr size_t kDecodeWordsPerChunk = 512;
+  std::vector<DeviceBuffer>& decode_word_chunks() { return decode_words_; }
+  std::vector<std::string>& decode_groups() { return decode_groups_; }
+
  private:
   UniqueStream stream_;
   DeviceBuffer workspace_;
@@ -47,6 +58,8 @@ class CudaStream final : public Stream {
   ScratchStack scratch_;
   Status error_;
   bool capturing_ = false;
+  std::vector<DeviceBuffer> decode_words_;
+  std::vector<std::string> decode_groups_;
 };
 
 class CudaEvent final : public Event {

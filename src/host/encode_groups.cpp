@@ -1,0 +1,42 @@
+#include "host/encode_groups.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "format/fault_guard.h"
+
+namespace ferry {
+
+Result<CompressedGroups> encode_groups(const ModelWeights& weights, const HostTier& tier,
+                                       ThreadPool* pool, compress::EncodeOptions options) {
+  options.pool = pool;
+  auto buffers = std::make_shared<std::vector<std::vector<uint8_t>>>();
+  buffers->reserve(weights.groups.size());
+  std::vector<uint8_t> layout;
+  for (const WeightGroup& group : weights.groups) {
+    auto fail = [&](const Error& e) {
+      return make_error(e.code, "encoding group " + group.name + ": " + e.message);
+    };
+    auto copies = tier.copies(group);
+    if (!copies.ok()) return fail(copies.error());
+    // The padding between tensors is zero unless a merged copy brings the file's gap bytes, as
+    // it does into a slot: the decoded group is the layout a raw copy would give.
+    layout.assign(group.bytes, 0);
+    for (const HostCopy& c : *copies) {
+      if (c.dst_offset > layout.size() || c.bytes > layout.size() - c.dst_offset) {
+        return fail(make_error(ErrorCode::internal, "a copy lands outside the group's layout"));
+      }
+      const Status st = guarded_copy(layout.data() + c.dst_offset, c.src, c.bytes, *c.file);
+      if (!st.ok()) return fail(st.error());
+    }
+    auto encoded = compress::encode_group(layout, bf16_ranges(group), options);
+    if (!encoded.ok()) return fail(encoded.error());
+    buffers->push_back(std::move(*encoded));
+  }
+  std::vector<std::span<const uint8_t>> spans(buffers->begin(), buffers->end());
+  return CompressedGroups::make(weights, std::move(spans), std::move(buffers));
+}
+
+}  // namespace ferry
