@@ -35,8 +35,10 @@ uint64_t count_nonfinite(DType dtype, const uint8_t* p, uint64_t bytes) {
 
 Result<CompressedVerifyReport> verify_compressed(const std::string& path, unsigned threads) {
   const auto t0 = std::chrono::steady_clock::now();
-  FERRY_ASSIGN_OR_RETURN(OpenContainer c, open_container(path));
+  std::vector<Error> damaged;
+  FERRY_ASSIGN_OR_RETURN(OpenContainer c, open_container(path, &damaged));
   CompressedVerifyReport r;
+  for (const Error& e : damaged) r.damaged_groups.push_back(e.message);
   r.path = path;
   r.groups = c.table.groups.size();
   r.tensors = c.table.tensors.size();
@@ -45,8 +47,9 @@ Result<CompressedVerifyReport> verify_compressed(const std::string& path, unsign
   std::vector<uint64_t> nonfinite(c.table.tensors.size(), 0);
   std::vector<uint8_t> decoded;
   for (size_t g = 0; g < c.table.groups.size(); ++g) {
-    r.compressed_bytes += c.group_bytes[g].size();
+    r.compressed_bytes += c.table.groups[g].info->bytes;
     r.decoded_bytes += c.table.groups[g].decoded_bytes;
+    if (c.group_bytes[g].empty()) continue;  // its layout is damaged: reported above
     decoded.resize(c.table.groups[g].decoded_bytes);
     if (Status s = decode_container_group(c, g, decoded, &pool); !s.ok()) {
       if (s.error().code == ErrorCode::io) return s.error();  // the file changed under us

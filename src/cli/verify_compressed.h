@@ -24,7 +24,8 @@ struct CompressedVerifyReport {
   std::vector<std::string> nonfinite_tensors;
 };
 
-// Errors: the container does not parse (a group header or the table lies).
+// Errors: the container does not parse (its metadata or table lies); a group whose bytes lie
+// is a damaged group, not an error.
 Result<CompressedVerifyReport> verify_compressed(const std::string& path, unsigned threads);
 
 }  // namespace ferry::cli

@@ -168,8 +168,11 @@ struct OpenContainer {
   ContainerTable table;
   std::vector<std::span<const uint8_t>> group_bytes;
 };
-// `path`: the container's folder or its .safetensors file.
-Result<OpenContainer> open_container(const std::string& path);
+// `path`: the container's folder or its .safetensors file. With `damaged`, a group whose bytes
+// fail check_group_bytes is added there (its span left empty) instead of failing the open:
+// `ferry verify` reports every damaged group.
+Result<OpenContainer> open_container(const std::string& path,
+                                     std::vector<Error>* damaged = nullptr);
 
 // Decodes group g on the CPU into `out` (its decoded size), the checksum checked; the compressed
 // bytes are copied out of the mapping under the fault guard first. Errors name the group.

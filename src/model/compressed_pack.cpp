@@ -79,7 +79,7 @@ Status check_folders(const std::string& in, const std::string& out) {
 
 }  // namespace
 
-Result<OpenContainer> open_container(const std::string& path) {
+Result<OpenContainer> open_container(const std::string& path, std::vector<Error>* damaged) {
   std::error_code ec;
   std::string file = path;
   if (fs::is_directory(path, ec)) {
@@ -99,7 +99,10 @@ Result<OpenContainer> open_container(const std::string& path) {
   for (size_t g = 0; g < c.table.groups.size(); ++g) {
     c.group_bytes.push_back(as_u8(c.file.data(*c.table.groups[g].info)));
     if (Status s = check_group_bytes(c.table, g, c.group_bytes.back()); !s.ok()) {
-      return make_error(s.error().code, file + ": " + s.error().message);
+      Error e = make_error(s.error().code, file + ": " + s.error().message);
+      if (damaged == nullptr) return e;
+      damaged->push_back(std::move(e));
+      c.group_bytes.back() = {};
     }
   }
   return c;

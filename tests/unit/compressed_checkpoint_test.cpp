@@ -274,6 +274,27 @@ TEST(CompressedCheckpointCli, PackInspectVerifyRunAndDecompress) {
   EXPECT_EQ(lines(bad.err), 1u) << bad.err;
   EXPECT_NE(bad.err.find("group text.layers.1.down"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("tensor ferry.z.text.layers.1.down"), std::string::npos) << bad.err;
+
+  // A second group with a damaged header (its first index entry's kind): verify still decodes
+  // the rest and lists both, naming each group and its tensor.
+  const Checkpoint::Entry* h = zc.find("ferry.z.text.layers.0.attn");
+  ASSERT_NE(h, nullptr);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(h->info->begin + 576 + 24));
+    const char kind = 0x42;
+    f.write(&kind, 1);
+  }
+  auto two = run_ferry_args({"verify", z, "--json"});
+  EXPECT_EQ(two.code, 1) << two.out << two.err;
+  EXPECT_EQ(lines(two.err), 1u) << two.err;
+  const json v = json::parse(two.out);
+  ASSERT_EQ(v["damaged_groups"].size(), 2u) << two.out;
+  EXPECT_NE(v["damaged_groups"][0].get<std::string>().find("ferry.z.text.layers.0.attn"),
+            std::string::npos);
+  EXPECT_NE(v["damaged_groups"][1].get<std::string>().find("ferry.z.text.layers.1.down"),
+            std::string::npos);
+  EXPECT_FALSE(v["ok"].get<bool>());
 }
 
 }  // namespace
