@@ -4,7 +4,8 @@
 # and index parsers seeded with tests/corpus/, the config.json parser seeded with
 # tests/fixtures/, the image decoders seeded with tests/fixtures/images/inputs, the tokenizer (tokenizer.json and text)
 # seeded with fuzz/tokenizer_seeds/, the .npy reader of ego histories seeded with fuzz/npy_seeds/,
-# the compressed weight-group decoder seeded with fuzz/compress_seeds/.
+# the compressed weight-group decoder seeded with fuzz/compress_seeds/, the compressed
+# checkpoint container seeded with fuzz/container_seeds/ (fuzz/make_container_seeds.py).
 # Fails on any crash.
 #   scripts/fuzz.sh [SECONDS]    (default 60)
 set -euo pipefail
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 build=${FERRY_FUZZ_BUILD_DIR:-build-fuzz}
 targets=(safetensors_header_fuzz safetensors_index_fuzz config_json_fuzz image_decode_fuzz
-         tokenizer_fuzz npy_fuzz compress_decode_fuzz)
+         tokenizer_fuzz npy_fuzz compress_decode_fuzz container_fuzz)
 per_target=$((seconds / ${#targets[@]}))  # the whole run stays within SECONDS
 [ "$per_target" -ge 1 ] || per_target=1
 
@@ -23,7 +24,8 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 declare -A seeds=([safetensors_header_fuzz]=tests/corpus [safetensors_index_fuzz]=tests/corpus
                   [config_json_fuzz]=tests/fixtures [tokenizer_fuzz]=fuzz/tokenizer_seeds
                   [image_decode_fuzz]=tests/fixtures/images/inputs [npy_fuzz]=fuzz/npy_seeds
-                  [compress_decode_fuzz]=fuzz/compress_seeds)
+                  [compress_decode_fuzz]=fuzz/compress_seeds
+                  [container_fuzz]=fuzz/container_seeds)
 for t in "${targets[@]}"; do
   # New inputs go to the first folder (outside the source tree); the seed folder only seeds.
   work="$build/fuzz-work/$t"

@@ -13,8 +13,10 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/inspect_compressed.h"
 #include "cli/inspect_report.h"
 #include "format/safetensors.h"
+#include "model/compressed_checkpoint.h"
 #include "model/config_json.h"
 
 namespace ferry::cli {
@@ -59,7 +61,27 @@ Result<InspectReport> gather_inspect(const std::string& path) {
   return report;
 }
 
+// A compressed checkpoint: the ratio of every group, module and the model
+// (cli/inspect_compressed.h).
+int run_inspect_compressed(const InspectOptions& o) {
+  const Result<CompressedInspectReport> report = gather_compressed_inspect(o.path);
+  if (!report.ok()) {
+    std::cerr << "ferry inspect: " << report.error().to_string() << "\n";
+    return 2;
+  }
+  std::cout << (o.json ? format_compressed_json(*report) : format_compressed_text(*report));
+  if (report->binding != "ok" && report->binding != "no config.json") {
+    std::cerr << "ferry inspect: " << o.path
+              << " does not bind to its config.json: " << report->binding << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 int run_inspect(const InspectOptions& o) {
+  if (auto ck = Checkpoint::open(o.path); ck.ok() && is_compressed_checkpoint(*ck)) {
+    return run_inspect_compressed(o);
+  }
   const Result<InspectReport> report = gather_inspect(o.path);
   if (!report.ok()) {
     std::cerr << "ferry inspect: " << report.error().to_string() << "\n";

@@ -22,6 +22,7 @@
 #include "format/mapped_file.h"
 #include "measure/byte_probe.h"
 #include "model/call_sequence.h"
+#include "model/compressed_checkpoint.h"
 #include "model/workload.h"
 
 namespace ferry::cli {
@@ -315,16 +316,45 @@ void print_model(const ProbeArgs& a, const ModelProbe& p) {
   if (!a.save.empty()) std::printf("saved      the rates to %s\n", a.save.c_str());
 }
 
+// The page cache a checkpoint needs to stay cached: its files' bytes; for a compressed one
+// (ferry pack --compress) beside the raw tensor bytes it gives back.
+struct PageCacheNeed {
+  bool compressed = false;
+  uint64_t file_bytes = 0;
+  uint64_t raw_bytes = 0;
+};
+
+PageCacheNeed page_cache_need(const std::string& model) {
+  const Checkpoint ck = report.check(Checkpoint::open(model));
+  PageCacheNeed n;
+  for (const SafetensorsFile& f : ck.files()) n.file_bytes += f.file_bytes().size();
+  n.raw_bytes = ck.total_bytes();
+  if (is_compressed_checkpoint(ck)) {
+    const OpenContainer c = report.check(open_container(model));
+    n.compressed = true;
+    n.raw_bytes = 0;
+    for (const ContainerTensor& t : c.table.tensors) n.raw_bytes += t.bytes;
+  }
+  return n;
+}
+
 // What `ferry probe` found: the device's facts, registration tried for real, the page-locked
-// link, and with --model the byte paths over its working set and a verdict per group.
+// link, and with --model the page cache it needs, the byte paths over its working set and a
+// verdict per group (not yet for a compressed checkpoint: the executor does not read one).
 struct ProbeReport {
   const ProbeArgs& a;
   std::string backend;
   PlatformFacts facts;
   std::vector<RegistrationTrial> trials;
   LinkRate link;
+  std::optional<PageCacheNeed> cache;
   std::optional<ModelProbe> model;
 };
+
+double cache_ratio(const PageCacheNeed& n) {
+  return n.raw_bytes > 0 ? static_cast<double>(n.file_bytes) / static_cast<double>(n.raw_bytes)
+                         : 0.0;
+}
 
 ProbeReport gather_probe(const ProbeArgs& a) {
   std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
@@ -333,9 +363,11 @@ ProbeReport gather_probe(const ProbeArgs& a) {
                 .facts = backend->platform_facts(),
                 .trials = {},
                 .link = {},
+                .cache = {},
                 .model = {}};
   r.link = measure_link(*backend);
-  if (!a.model.empty()) {
+  if (!a.model.empty()) r.cache = page_cache_need(a.model);
+  if (!a.model.empty() && !r.cache->compressed) {
     r.model = probe_model(*backend, a);
     r.trials = r.model->result.registration;
   } else {
@@ -363,12 +395,29 @@ nlohmann::ordered_json probe_report_json(const ProbeReport& r) {
                                       : nlohmann::ordered_json()},
       {"bytes", r.link.bytes},
       {"note", r.link.note}};
+  if (r.cache) {
+    j["page_cache"] = {{"compressed", r.cache->compressed},
+                       {"file_bytes", r.cache->file_bytes},
+                       {"raw_bytes", r.cache->raw_bytes},
+                       {"ratio", cache_ratio(*r.cache)}};
+  }
   if (r.model) j["model"] = model_json(*r.model);
   return j;
 }
 
 void print_probe_report(const ProbeReport& r) {
   print_facts(r.facts, r.trials, r.link);
+  if (r.cache) {
+    std::printf("page cache %s to keep %s cached%s\n", human_bytes(r.cache->file_bytes).c_str(),
+                r.a.model.c_str(),
+                r.cache->compressed
+                    ? (" (compressed: " + human_bytes(r.cache->raw_bytes) + " raw, ratio " +
+                       std::to_string(cache_ratio(*r.cache)).substr(0, 6) +
+                       "); its byte paths are not probed until the executor reads "
+                       "compressed groups")
+                          .c_str()
+                    : "");
+  }
   if (r.model) print_model(r.a, *r.model);
 }
 

@@ -1,6 +1,8 @@
 // ferry verify PATH [--json] [--threads N]: every tensor of a checkpoint scanned for NaN and Inf
 // (format/nonfinite_scan.h). Exit status 0 when every value is finite, 1 when some tensor holds
-// non-finite values (each one listed), 2 when the checkpoint cannot be read.
+// non-finite values (each one listed), 2 when the checkpoint cannot be read. A compressed
+// checkpoint (ferry pack --compress) has every group decoded and its checksum checked as well
+// (cli/verify_compressed.h): a damaged group is exit status 1, one line naming group and tensor.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -12,7 +14,9 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
+#include "cli/verify_compressed.h"
 #include "format/nonfinite_scan.h"
+#include "model/compressed_checkpoint.h"
 #include "model/config_json.h"
 #include "model/weights.h"
 
@@ -101,7 +105,53 @@ void print_verify_report(const VerifyReport& r) {
   if (scan.damaged.empty()) std::printf("ok: every value is finite\n");
 }
 
+int verify_compressed_checkpoint(const VerifyOptions& o) {
+  const CompressedVerifyReport r =
+      report.check(verify_compressed(o.path, static_cast<unsigned>(o.threads)));
+  const bool ok = r.damaged_groups.empty() && r.nonfinite_tensors.empty();
+  if (o.json) {
+    nlohmann::json j;
+    j["path"] = r.path;
+    j["compressed"] = true;
+    j["ok"] = ok;
+    j["groups"] = r.groups;
+    j["tensors"] = r.tensors;
+    j["compressed_bytes"] = r.compressed_bytes;
+    j["decoded_bytes"] = r.decoded_bytes;
+    j["threads"] = r.threads;
+    j["seconds"] = r.seconds;
+    j["damaged_groups"] = r.damaged_groups;
+    j["nonfinite_tensors"] = r.nonfinite_tensors;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+  } else {
+    std::printf(
+        "verify %s: %zu groups decoded, checksums checked, %s -> %s in %.2f s, %u threads\n",
+        r.path.c_str(), r.groups, human_bytes(r.compressed_bytes).c_str(),
+        human_bytes(r.decoded_bytes).c_str(), r.seconds, r.threads);
+    for (const std::string& d : r.damaged_groups) std::printf("damaged %s\n", d.c_str());
+    for (const std::string& d : r.nonfinite_tensors) std::printf("damaged %s\n", d.c_str());
+    if (ok) std::printf("ok: every group's checksum holds, every value is finite\n");
+  }
+  if (!r.damaged_groups.empty()) {
+    std::fprintf(
+        stderr, "ferry verify: %s%s\n", r.damaged_groups.front().c_str(),
+        r.damaged_groups.size() > 1
+            ? (" (and " + std::to_string(r.damaged_groups.size() - 1) + " more groups)").c_str()
+            : "");
+    return 1;
+  }
+  if (!r.nonfinite_tensors.empty()) {
+    std::fprintf(stderr, "ferry verify: %zu of %zu tensors hold NaN or Inf\n",
+                 r.nonfinite_tensors.size(), r.tensors);
+    return 1;
+  }
+  return 0;
+}
+
 int verify(const VerifyOptions& o) {
+  if (auto ck = Checkpoint::open(o.path); ck.ok() && is_compressed_checkpoint(*ck)) {
+    return verify_compressed_checkpoint(o);
+  }
   const VerifyReport r = gather_verify(o);
   if (o.json) {
     std::cout << verify_report_json(r).dump(-1, ' ', false,

@@ -180,6 +180,8 @@ bool copies_beside_weights(const fs::directory_entry& e) {
          e.path().extension() != ".safetensors" && e.is_regular_file(ec);
 }
 
+}  // namespace
+
 Result<size_t> copy_other_files(const std::string& in, const std::string& out) {
   size_t n = 0;
   std::error_code ec;
@@ -194,7 +196,19 @@ Result<size_t> copy_other_files(const std::string& in, const std::string& out) {
   return n;
 }
 
-}  // namespace
+FolderPolicy checkpoint_copy_policy(const std::string& in, bool force) {
+  FolderPolicy policy = checkpoint_folder_policy(force);
+  std::set<std::string> copied;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(in, ec)) {
+    if (copies_beside_weights(e)) copied.insert(e.path().filename().string());
+  }
+  policy.supersedes = [weights_part = policy.supersedes,
+                       copied = std::move(copied)](const std::string& name) {
+    return weights_part(name) || copied.count(name) > 0;
+  };
+  return policy;
+}
 
 Result<PackReport> pack_checkpoint(const std::string& in, const std::string& out,
                                    const PackOptions& options) {
@@ -223,17 +237,7 @@ Result<PackReport> pack_checkpoint(const std::string& in, const std::string& out
 
   // The new folder supersedes the weights, config.json and every file copied from IN; other
   // files of an old OUT are carried over.
-  FolderPolicy policy = checkpoint_folder_policy(options.force);
-  {
-    std::set<std::string> copied;
-    for (const auto& e : fs::directory_iterator(in, ec)) {
-      if (copies_beside_weights(e)) copied.insert(e.path().filename().string());
-    }
-    policy.supersedes = [weights_part = policy.supersedes,
-                         copied = std::move(copied)](const std::string& name) {
-      return weights_part(name) || copied.count(name) > 0;
-    };
-  }
+  const FolderPolicy policy = checkpoint_copy_policy(in, options.force);
   FERRY_ASSIGN_OR_RETURN(StagedFolder staged, StagedFolder::begin(out, policy));
   auto fail = [&](const Error& e) -> Error { return staged.explain(e); };
   auto copied = copy_other_files(in, staged.path());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "format/atomic_write.h"
 #include "model/weights.h"
 
 namespace ferry {
@@ -68,5 +69,11 @@ struct PackReport {
 // interrupted or failed pack leaves no folder there that holds a checkpoint.
 Result<PackReport> pack_checkpoint(const std::string& in, const std::string& out,
                                    const PackOptions& options);
+
+// Copies config.json, the tokenizer and every other regular, not hidden file of the folder `in`
+// but its weights into `out`; how many. The writers of a checkpoint folder (pack, compress) share
+// it, and the StagedFolder policy under which those copies supersede an old OUT's files.
+Result<size_t> copy_other_files(const std::string& in, const std::string& out);
+FolderPolicy checkpoint_copy_policy(const std::string& in, bool force);
 
 }  // namespace ferry
