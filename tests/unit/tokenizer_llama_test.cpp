@@ -72,8 +72,8 @@ TEST_P(LlamaTokenizers, EncodeAndDecodeAsHuggingFaceTokenizers) {
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaTokenizers,
                          ::testing::Values("llama2", "llama2-metaspace", "llama3"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string n = param_info.param;
                            for (char& ch : n) {
                              if (ch == '-') ch = '_';
                            }
