@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <filesystem>
 
+#include "api/llama_chat.h"
+#include "api/prompt_ids.h"
 #include "api/run_inputs.h"
 #include "format/atomic_write.h"
 #include "image/image.h"
@@ -20,11 +22,6 @@ Error bad(const std::string& msg) {
 Status check_flags(const ModelConfig& config, const RealInputFlags& f) {
   const std::string arch = architecture_name(config.arch);
   const bool prompt = f.prompt.has_value() || !f.prompt_file.empty();
-  if (config.arch == Architecture::llama) {
-    return make_error(ErrorCode::unsupported,
-                      "real inputs: llama's tokenizer and chat format are not supported (only "
-                      "Qwen's byte-level BPE and chat templates)");
-  }
   if (config.alpamayo() != nullptr) {
     if (prompt || f.system) {
       return bad(
@@ -123,8 +120,48 @@ bool has_extension(const std::string& path, std::string_view ext) {
 
 }  // namespace
 
+namespace {
+
+// The most tokens generated when --max-tokens is not given: the model's default, shrunk to the
+// room the context leaves.
+int64_t default_max_tokens(const ModelConfig& config, int64_t prompt_tokens) {
+  int64_t max_tokens = config.alpamayo() != nullptr ? kAlpamayoMaxTokens : kTextMaxTokens;
+  const int64_t context = config.text().max_position_embeddings;
+  if (context > prompt_tokens) max_tokens = std::min(max_tokens, context - prompt_tokens);
+  return max_tokens;
+}
+
+// --prompt-ids: the ids as they are, no stop token.
+Result<RealInputs> prompt_id_inputs(const std::string& model_dir, const ModelConfig& config,
+                                    const RealInputFlags& flags) {
+  const std::string arch = architecture_name(config.arch);
+  if (config.alpamayo() != nullptr || !flags.frames.empty() || !flags.ego_history.empty()) {
+    return bad("--prompt-ids: text prompts only (" + arch +
+               " with frames or an ego history "
+               "builds its prompt from them)");
+  }
+  if (flags.prompt || !flags.prompt_file.empty() || flags.system || !flags.thinking) {
+    return bad("--prompt-ids replaces --prompt, --prompt-file, --system and --no-thinking");
+  }
+  RealInputs out;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(model_dir + "/tokenizer.json", ec)) {
+    FERRY_ASSIGN_OR_RETURN(out.tokenizer, Tokenizer::load_dir(model_dir));
+  }
+  FERRY_ASSIGN_OR_RETURN(out.inputs.prompt,
+                         parse_prompt_ids(flags.prompt_ids, config.text().vocab_size));
+  const auto n = static_cast<int64_t>(out.inputs.prompt.size());
+  const int64_t max_tokens =
+      flags.max_tokens > 0 ? flags.max_tokens : default_max_tokens(config, n);
+  FERRY_ASSIGN_OR_RETURN(out.workload, workload_for_inputs(config, out.inputs, max_tokens));
+  return out;
+}
+
+}  // namespace
+
 Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelConfig& config,
                                     const RealInputFlags& flags) {
+  if (!flags.prompt_ids.empty()) return prompt_id_inputs(model_dir, config, flags);
   FERRY_RETURN_IF_ERROR(check_flags(config, flags));
   const AlpamayoConfig* alpamayo = config.alpamayo();
   FERRY_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load_dir(model_dir));
@@ -193,16 +230,16 @@ Result<PreparedInputs> make_real_inputs(const Tokenizer& tokenizer, const std::s
     for (const auto& p : parts.history->xyz) scene->history.push_back(p);
     FERRY_ASSIGN_OR_RETURN(
         inputs, alpamayo_inputs(tokenizer, *alpamayo, std::move(images), *parts.history));
+  } else if (config.arch == Architecture::llama) {
+    FERRY_ASSIGN_OR_RETURN(LlamaChat chat, load_llama_chat(model_dir));
+    FERRY_ASSIGN_OR_RETURN(inputs, llama_chat_inputs(tokenizer, chat, *parts.chat));
   } else {
     FERRY_ASSIGN_OR_RETURN(inputs, chat_inputs(tokenizer, config, *parts.chat, std::move(images)));
   }
   int64_t max_tokens = parts.max_tokens;
   if (max_tokens <= 0) {
-    max_tokens = alpamayo != nullptr ? kAlpamayoMaxTokens : kTextMaxTokens;
     // A default never makes a prompt too long: it shrinks to the room the context leaves.
-    const int64_t context = config.text().max_position_embeddings;
-    const auto prompt = static_cast<int64_t>(inputs.prompt.size());
-    if (context > prompt) max_tokens = std::min(max_tokens, context - prompt);
+    max_tokens = default_max_tokens(config, static_cast<int64_t>(inputs.prompt.size()));
   }
   FERRY_ASSIGN_OR_RETURN(Workload w, workload_for_inputs(config, inputs, max_tokens));
   return PreparedInputs{std::move(inputs), w, std::move(scene)};

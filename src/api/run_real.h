@@ -31,12 +31,13 @@ struct RealInputFlags {
   std::optional<std::string> prompt;  // --prompt
   std::string prompt_file;            // --prompt-file
   std::optional<std::string> system;  // --system
+  std::string prompt_ids;             // --prompt-ids: "1,2,3" or a .npy / .json file (prompt_ids.h)
   bool thinking = true;               // --no-thinking clears it
   int64_t max_tokens = 0;             // --max-tokens (0: the default for the model)
 
   bool any() const {
     return !frames.empty() || !ego_history.empty() || !ego_rotations.empty() || prompt ||
-           !prompt_file.empty() || system;
+           !prompt_file.empty() || system || !prompt_ids.empty();
   }
 };
 
@@ -47,7 +48,7 @@ inline constexpr int64_t kTextMaxTokens = 512;
 inline constexpr size_t kMaxPromptBytes = 4 << 20;
 
 struct RealInputs {
-  Tokenizer tokenizer;
+  std::optional<Tokenizer> tokenizer;  // absent only for --prompt-ids without a tokenizer.json
   ModelInputs inputs;
   Workload workload;
   std::optional<TrajectoryScene> scene;  // Alpamayo: the front frame, camera and history
@@ -55,6 +56,9 @@ struct RealInputs {
 
 // Reads and checks everything the flags name: the tokenizer of `model_dir`, the frames
 // (decoded, preprocessed with the model's processor settings), the ego history, the prompt.
+// --prompt-ids (text models) feeds its ids as they are and generates exactly max_tokens (no
+// stop token: the same count as another runtime asked for that many), with the tokenizer only
+// for printing the text when the folder has one.
 Result<RealInputs> load_real_inputs(const std::string& model_dir, const ModelConfig& config,
                                     const RealInputFlags& flags);
 

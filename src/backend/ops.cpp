@@ -221,10 +221,62 @@ Status check(const RopeTable& op) {
   for (int s : op.sections) {
     if (s < 0) return c.fail("sections", "must not be negative, got " + std::to_string(s));
   }
+  const RopeLlama3& l = op.llama3;
+  if (l.factor != 0.0f) {
+    if (!(l.factor > 0.0f) || !std::isfinite(l.factor))
+      return c.fail("llama3.factor", "must be > 0");
+    if (!(l.low_freq_factor > 0.0f) || !(l.high_freq_factor > l.low_freq_factor) ||
+        !std::isfinite(l.high_freq_factor)) {
+      return c.fail("llama3", "needs 0 < low_freq_factor < high_freq_factor");
+    }
+    if (!(l.original_max_positions >= 1.0f) || !std::isfinite(l.original_max_positions)) {
+      return c.fail("llama3.original_max_positions", "must be >= 1");
+    }
+    if (op.head_dim > kMaxScaledRopeHeadDim) {
+      return c.fail("head_dim", "at most " + std::to_string(kMaxScaledRopeHeadDim) +
+                                    " with llama3 scaling, got " + std::to_string(op.head_dim));
+    }
+  }
   FERRY_RETURN_IF_ERROR(c.disjoint("cos", op.cos, "sin", op.sin));
   FERRY_RETURN_IF_ERROR(c.disjoint("cos", op.cos, "pos", op.pos));
   return c.disjoint("sin", op.sin, "pos", op.pos);
 }
+
+}  // namespace
+
+void rope_inv_freq(const RopeTable& op, float* out) {
+  const int half = op.head_dim / 2;
+  for (int j = 0; j < half; ++j) {
+    const float e = static_cast<float>(2 * j) / static_cast<float>(op.head_dim);
+    out[j] = 1.0f / std::pow(op.theta, e);
+  }
+  const RopeLlama3& l = op.llama3;
+  if (l.factor == 0.0f) return;
+  // Each line is one fp32 operation of transformers' _compute_llama3_parameters (a Python scalar
+  // divided by a tensor is the tensor's reciprocal times the scalar there).
+  const float two_pi = static_cast<float>(2.0 * 3.14159265358979323846);
+  // These three are Python floats (double) there, rounded to fp32 where they meet the tensor.
+  const auto low_wavelen = static_cast<float>(double{l.original_max_positions} / l.low_freq_factor);
+  const auto high_wavelen =
+      static_cast<float>(double{l.original_max_positions} / l.high_freq_factor);
+  const auto span = static_cast<float>(double{l.high_freq_factor} - l.low_freq_factor);
+  for (int j = 0; j < half; ++j) {
+    const float inv = out[j];
+    const float recip = 1.0f / inv;
+    const float wavelen = recip * two_pi;
+    if (wavelen > low_wavelen) {
+      out[j] = inv / l.factor;
+    } else if (!(wavelen < high_wavelen)) {
+      const float ratio = (1.0f / wavelen) * l.original_max_positions;
+      const float smooth = (ratio - l.low_freq_factor) / span;
+      const float a = ((1.0f - smooth) * inv) / l.factor;
+      const float b = smooth * inv;
+      out[j] = a + b;
+    }
+  }
+}
+
+namespace {
 
 Status check(const Attention& op) {
   const Checker c("attention");

@@ -81,12 +81,34 @@ struct Rope {
 //   row(j) = h if j < 3·sections[1] and j mod 3 == 1; w if j < 3·sections[2] and j mod 3 == 2;
 //   t otherwise. angle = f32(pos[row(j)]) · inv_freq_j; cos/sin of that angle in fp32.
 // With all three columns equal this is plain 1-D RoPE.
+// llama3 (factor > 0) rescales inv_freq as transformers' rope_type "llama3" does, in fp32 and in
+// its order (rope_inv_freq): with L = original_max_positions, wavelen = f32(2π)·(1/inv_freq),
+//   wavelen > L / low_freq_factor:  inv_freq / factor
+//   wavelen < L / high_freq_factor: inv_freq
+//   otherwise, s = ((1/wavelen)·L − low_freq_factor) / (high_freq_factor − low_freq_factor):
+//                  (1 − s)·inv_freq / factor + s·inv_freq
+// The scaled table is computed on the host (the same code for every backend).
+struct RopeLlama3 {
+  float factor = 0.0f;  // 0: no scaling
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  float original_max_positions = 8192.0f;
+};
+
 struct RopeTable {
   TensorView pos, cos, sin;
   float theta = 5e6f;
   int head_dim = 128;
   std::array<int, 3> sections = {24, 20, 20};
+  RopeLlama3 llama3;
 };
+
+// The largest head_dim a RopeTable with llama3 scaling takes (its table is a kernel argument).
+inline constexpr int kMaxScaledRopeHeadDim = 512;
+
+// inv_freq_j of a RopeTable, j < head_dim / 2, computed on the host in fp32 (out holds
+// head_dim / 2 floats). The CPU backend's table, and the CUDA backend's when llama3 is set.
+void rope_inv_freq(const RopeTable& op, float* out);
 
 // One contiguous run of keys and values: k, v: [rows, kv_heads·head_dim] (row_stride allowed).
 struct KvSpan {

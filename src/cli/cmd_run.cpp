@@ -212,9 +212,9 @@ InferenceResult infer(const RunArgs& a, Session& session, const Checkpoint& ckpt
   if (real) {
     ModelInputs inputs = std::move(real->inputs);  // the pixels are large: moved, not copied
     stop = inputs.stop;
-    if (!a.json) {
+    if (!a.json && real->tokenizer) {
       // Text as it is generated; the progress line goes away before the first piece.
-      printer.emplace(real->tokenizer, stdout);
+      printer.emplace(*real->tokenizer, stdout);
       inputs.on_token = [&](int32_t id) {
         progress->stop();
         printer->push(id);
@@ -226,7 +226,7 @@ InferenceResult infer(const RunArgs& a, Session& session, const Checkpoint& ckpt
   InferenceResult r = report.check(name_damage(session.run(&tracked), ckpt));
   progress.reset();  // its line is cleared before the results
   if (printer) printer->finish();
-  if (real) text = report.check(generated_text(real->tokenizer, stop, r));
+  if (real && real->tokenizer) text = report.check(generated_text(*real->tokenizer, stop, r));
   return r;
 }
 
@@ -486,6 +486,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--prompt-file", args->real.prompt_file, "The user's message from a file")
       ->check(not_empty());
   cmd->add_option("--system", args->real.system, "A system message before the user's");
+  cmd->add_option("--prompt-ids", args->real.prompt_ids,
+                  "The prompt as token ids, fed as they are (no chat template, no BOS added): "
+                  "1,2,3 or a .npy / .json file; generates exactly --max-tokens")
+      ->check(not_empty());
   cmd->add_flag("--no-thinking", args->no_thinking,
                 "Qwen3: answer without a thinking block (enable_thinking=False)");
   add_int_option(cmd, "--max-tokens", &args->max_tokens, 1, kMaxSequence,

@@ -30,6 +30,7 @@ struct TokenizeOptions {
   std::string batch;
   bool decode = false;
   bool skip_special = false;
+  bool add_special = false;
   bool json = false;
 };
 
@@ -155,7 +156,8 @@ Result<TokenizeReport> gather_batch(const Tokenizer& tok, const TokenizeOptions&
     if (!o.decode) {
       if (!item.is_string())
         return make_error(ErrorCode::invalid_argument, o.batch + ": items must be strings");
-      FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(item.get<std::string>()));
+      FERRY_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                             tok.encode(item.get<std::string>(), o.add_special));
       r.encoded_batch.push_back(std::move(ids));
       continue;
     }
@@ -191,7 +193,7 @@ Result<TokenizeReport> gather_tokenize(const TokenizeOptions& o) {
     FERRY_ASSIGN_OR_RETURN(r.decoded, decode_ids(tok, ids, o.skip_special));
     return r;
   }
-  FERRY_ASSIGN_OR_RETURN(r.ids, tok.encode(input));
+  FERRY_ASSIGN_OR_RETURN(r.ids, tok.encode(input, o.add_special));
   for (int32_t id : r.ids) {
     FERRY_ASSIGN_OR_RETURN(std::string_view bytes, tok.token_bytes(id));
     r.bytes.emplace_back(bytes);
@@ -247,6 +249,8 @@ void add_tokenize_command(CLI::App& app) {
   file->excludes(batch);
   cmd->add_flag("--decode", opts->decode, "ids in, text out");
   cmd->add_flag("--skip-special", opts->skip_special, "--decode: leave special tokens out");
+  cmd->add_flag("--add-special", opts->add_special,
+                "encoding: the post-processor's special tokens too (Llama's BOS)");
   cmd->add_flag("--json", opts->json, "print JSON (ids; with --decode: text and stream pieces)");
   cmd->callback([opts, text, file, batch] {
     const Reporter reporter("tokenize");

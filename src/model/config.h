@@ -13,6 +13,16 @@
 
 namespace ferry {
 
+// Llama-3's RoPE frequency scaling (rope_scaling / rope_parameters with rope_type "llama3").
+struct Llama3RopeScaling {
+  double factor = 8.0;                              // factor
+  double low_freq_factor = 1.0;                     // low_freq_factor
+  double high_freq_factor = 4.0;                    // high_freq_factor
+  int64_t original_max_position_embeddings = 8192;  // original_max_position_embeddings
+
+  bool operator==(const Llama3RopeScaling&) const = default;
+};
+
 // A Qwen3 / Llama-style decoder (also Qwen3-VL's text model and Alpamayo's action expert).
 struct TextConfig {
   int64_t hidden_size = 0;        // hidden_size
@@ -27,6 +37,8 @@ struct TextConfig {
   // rope_scaling/rope_parameters.mrope_section, with mrope_interleaved; empty = 1-D RoPE.
   std::vector<int> mrope_section;
   bool mrope_interleaved = false;
+  // rope_type "llama3" (Llama-3.1 and later); absent: unscaled RoPE.
+  std::optional<Llama3RopeScaling> llama3_rope;
   bool qk_norm = true;               // Qwen3 has q_norm/k_norm; Llama does not
   bool attention_bias = false;       // attention_bias
   bool tie_word_embeddings = false;  // tie_word_embeddings

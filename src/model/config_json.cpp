@@ -44,6 +44,7 @@ Status parse_rope(const Obj& o, TextFlavor flavor, TextConfig& t) {
   FERRY_ASSIGN_OR_RETURN(t.rope_theta, o.number_or("rope_theta", 10000.0, 1e-9, kDoubleMax));
   t.mrope_section.clear();
   t.mrope_interleaved = false;
+  t.llama3_rope.reset();
   if (!rope) {
     if (flavor == TextFlavor::qwen3_vl)
       return o.error("rope_scaling", "missing (Qwen3-VL needs mrope_section)");
@@ -58,9 +59,24 @@ Status parse_rope(const Obj& o, TextFlavor flavor, TextConfig& t) {
   } else if (rope->has("type")) {
     FERRY_ASSIGN_OR_RETURN(type, rope->string("type"));
   }
+  if (type == "llama3" && flavor == TextFlavor::llama) {
+    Llama3RopeScaling s;
+    FERRY_ASSIGN_OR_RETURN(s.factor, rope->number("factor", 1e-6, 1e6));
+    FERRY_ASSIGN_OR_RETURN(s.low_freq_factor, rope->number("low_freq_factor", 1e-6, 1e6));
+    FERRY_ASSIGN_OR_RETURN(s.high_freq_factor, rope->number("high_freq_factor", 1e-6, 1e6));
+    if (!(s.high_freq_factor > s.low_freq_factor)) {
+      return rope->error("high_freq_factor", "must be larger than low_freq_factor");
+    }
+    FERRY_ASSIGN_OR_RETURN(
+        s.original_max_position_embeddings,
+        rope->integer("original_max_position_embeddings", 1, std::numeric_limits<int32_t>::max()));
+    t.llama3_rope = s;
+    return Status();
+  }
   if (type != "default" && type != "mrope") {
-    return make_error(ErrorCode::unsupported, o.label() + ": " + rope->where("rope_type") + ": '" +
-                                                  type + "' is not supported (only default RoPE)");
+    return make_error(ErrorCode::unsupported,
+                      o.label() + ": " + rope->where("rope_type") + ": '" + type +
+                          "' is not supported (default RoPE; llama3 for Llama models)");
   }
   if (rope->has("mrope_section")) {
     FERRY_ASSIGN_OR_RETURN(auto sec, rope->int_list("mrope_section", 1, kMaxConfigDim, 3));
@@ -112,7 +128,15 @@ Result<TextConfig> parse_text(const Obj& o, TextFlavor flavor) {
   FERRY_ASSIGN_OR_RETURN(t.attention_bias, o.boolean_or("attention_bias", false));
   if (t.attention_bias) {
     return make_error(ErrorCode::unsupported,
-                      o.label() + ": " + o.where("attention_bias") + ": true is not supported");
+                      o.label() + ": " + o.where("attention_bias") +
+                          ": true is not supported (ferry's q/k/v/o projections have no bias)");
+  }
+  FERRY_ASSIGN_OR_RETURN(bool mlp_bias, o.boolean_or("mlp_bias", false));
+  if (mlp_bias) {
+    return make_error(
+        ErrorCode::unsupported,
+        o.label() + ": " + o.where("mlp_bias") +
+            ": true is not supported (ferry's gate/up/down projections have no bias)");
   }
   FERRY_ASSIGN_OR_RETURN(t.tie_word_embeddings, o.boolean_or("tie_word_embeddings", false));
   FERRY_ASSIGN_OR_RETURN(t.hidden_act, o.string_or("hidden_act", "silu"));

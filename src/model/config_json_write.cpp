@@ -62,6 +62,23 @@ Status validate_text(const TextConfig& t, std::string_view label, const std::str
   if (!(t.rope_theta > 0) || !std::isfinite(t.rope_theta)) {
     return bad(label, p + "rope_theta", "expected a positive number");
   }
+  if (t.llama3_rope) {
+    const Llama3RopeScaling& s = *t.llama3_rope;
+    if (!t.mrope_section.empty()) {
+      return bad(label, p + "rope_scaling", "llama3 scaling and mrope_section together");
+    }
+    if (!(s.factor > 0) || !std::isfinite(s.factor) || !(s.low_freq_factor > 0) ||
+        !(s.high_freq_factor > s.low_freq_factor) || !std::isfinite(s.high_freq_factor)) {
+      return bad(label, p + "rope_scaling",
+                 "llama3 needs factor > 0 and 0 < low_freq_factor < high_freq_factor");
+    }
+    if (s.original_max_position_embeddings < 1) {
+      return bad(label, p + "rope_scaling.original_max_position_embeddings", "must be >= 1");
+    }
+    if (t.head_dim > 512) {
+      return bad(label, p + "head_dim", "at most 512 with llama3 RoPE scaling");
+    }
+  }
   if (!t.mrope_section.empty()) {
     int64_t sum = 0;
     for (int s : t.mrope_section) {
@@ -275,7 +292,16 @@ json llama_json(const TextConfig& t) {
   j["eos_token_id"] = 2;
   j["mlp_bias"] = false;
   j["pretraining_tp"] = 1;
-  j["rope_scaling"] = t.mrope_section.empty() ? json(nullptr) : rope_scaling_json(t);
+  if (t.llama3_rope) {
+    const Llama3RopeScaling& s = *t.llama3_rope;
+    j["rope_scaling"] = {{"factor", s.factor},
+                         {"low_freq_factor", s.low_freq_factor},
+                         {"high_freq_factor", s.high_freq_factor},
+                         {"original_max_position_embeddings", s.original_max_position_embeddings},
+                         {"rope_type", "llama3"}};
+  } else {
+    j["rope_scaling"] = t.mrope_section.empty() ? json(nullptr) : rope_scaling_json(t);
+  }
   j["tie_word_embeddings"] = t.tie_word_embeddings;
   j["torch_dtype"] = t.dtype;
   j["transformers_version"] = "4.41.0";

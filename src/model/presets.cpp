@@ -1,6 +1,9 @@
 // Preset configurations. Every number of a real model is from its public config.json:
 //   Qwen3-8B:        huggingface.co/Qwen/Qwen3-8B/blob/main/config.json
 //   Qwen3-VL-8B:     huggingface.co/Qwen/Qwen3-VL-8B-Instruct/blob/main/config.json
+//   Llama-2-7B:      huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json (published as
+//                    float16; the preset is BF16, the dtype ferry runs)
+//   Llama-3.1-8B:    huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json (llama3 RoPE)
 //   Alpamayo-R1-10B: huggingface.co/nvidia/Alpamayo-R1-10B/blob/main/config.json (expert_cfg,
 //                    action_*_cfg, vocab_size 155697 = 151669 + 4000 <i*> + 28 specials, see
 //                    /work/shared/spec §4.4) on top of Qwen3-VL-8B.
@@ -41,6 +44,51 @@ TextConfig qwen3_tiny_text() {
   t.num_kv_heads = 2;
   t.head_dim = 16;
   t.intermediate_size = 128;
+  return t;
+}
+
+TextConfig llama_2_7b_text() {
+  TextConfig t;
+  t.hidden_size = 4096;
+  t.num_layers = 32;
+  t.num_heads = 32;
+  t.num_kv_heads = 32;
+  t.head_dim = 128;
+  t.intermediate_size = 11008;
+  t.vocab_size = 32000;
+  t.rms_norm_eps = 1e-5;
+  t.rope_theta = 10000.0;
+  t.qk_norm = false;
+  t.tie_word_embeddings = false;
+  t.max_position_embeddings = 4096;
+  return t;
+}
+
+TextConfig llama_31_8b_text() {
+  TextConfig t = llama_2_7b_text();
+  t.num_kv_heads = 8;
+  t.intermediate_size = 14336;
+  t.vocab_size = 128256;
+  t.rope_theta = 500000.0;
+  t.llama3_rope = Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  t.max_position_embeddings = 131072;
+  return t;
+}
+
+// Llama-3.1-8B's structure (GQA 4:1, llama3 RoPE scaling, untied head, no q/k norms) at CPU
+// widths; original_max_position_embeddings 64 puts the frequencies of a short run's positions in
+// all three of the scaling's bands.
+TextConfig llama_tiny_text() {
+  TextConfig t = llama_31_8b_text();
+  t.hidden_size = 64;
+  t.num_layers = 4;
+  t.num_heads = 4;
+  t.num_kv_heads = 1;
+  t.head_dim = 16;
+  t.intermediate_size = 128;
+  t.vocab_size = 4096;
+  t.llama3_rope->original_max_position_embeddings = 64;
+  t.max_position_embeddings = 2048;
   return t;
 }
 
@@ -134,8 +182,8 @@ Qwen3VLConfig qwen3_vl_8b_config() {
 }
 
 std::vector<std::string_view> preset_names() {
-  return {"alpamayo-r1-10b", "alpamayo-tiny", "qwen3-8b",
-          "qwen3-tiny",      "qwen3-vl-8b",   "qwen3-vl-tiny"};
+  return {"alpamayo-r1-10b", "alpamayo-tiny", "llama-2-7b",  "llama-3.1-8b", "llama-tiny",
+          "qwen3-8b",        "qwen3-tiny",    "qwen3-vl-8b", "qwen3-vl-tiny"};
 }
 
 Result<ModelConfig> preset(std::string_view name) {
@@ -146,6 +194,15 @@ Result<ModelConfig> preset(std::string_view name) {
   } else if (name == "qwen3-tiny") {
     c.arch = Architecture::qwen3;
     c.body = qwen3_tiny_text();
+  } else if (name == "llama-2-7b") {
+    c.arch = Architecture::llama;
+    c.body = llama_2_7b_text();
+  } else if (name == "llama-3.1-8b") {
+    c.arch = Architecture::llama;
+    c.body = llama_31_8b_text();
+  } else if (name == "llama-tiny") {
+    c.arch = Architecture::llama;
+    c.body = llama_tiny_text();
   } else if (name == "qwen3-vl-8b") {
     c.arch = Architecture::qwen3_vl;
     c.body = qwen3_vl_8b_config();

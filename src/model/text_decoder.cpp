@@ -190,6 +190,12 @@ Status TextDecoder::begin_step(Stream& stream, std::span<const int32_t> ids,
   table.sin = sin_.slice_rows(0, n);
   table.theta = static_cast<float>(config_.rope_theta);
   table.head_dim = static_cast<int>(config_.head_dim);
+  if (config_.llama3_rope) {
+    const Llama3RopeScaling& s = *config_.llama3_rope;
+    table.llama3 = {static_cast<float>(s.factor), static_cast<float>(s.low_freq_factor),
+                    static_cast<float>(s.high_freq_factor),
+                    static_cast<float>(s.original_max_position_embeddings)};
+  }
   if (config_.mrope_section.size() == 3) {
     table.sections = {config_.mrope_section[0], config_.mrope_section[1], config_.mrope_section[2]};
   } else {

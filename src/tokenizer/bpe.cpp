@@ -1,5 +1,7 @@
 #include "tokenizer/bpe.h"
 
+#include "tokenizer/utf8.h"
+
 #include <mutex>
 #include <queue>
 
@@ -23,10 +25,11 @@ void Bpe::CacheDeleter::operator()(Cache* c) const {
 
 Bpe::Bpe(std::array<int32_t, 256> byte_ids, const std::vector<BpeMerge>& merges,
          const std::vector<int32_t>& merged, std::unordered_map<std::string, int32_t> bytes_to_id,
-         bool ignore_merges)
+         bool ignore_merges, std::optional<CharSymbols> chars)
     : byte_ids_(byte_ids),
       bytes_to_id_(std::move(bytes_to_id)),
       ignore_merges_(ignore_merges),
+      chars_(std::move(chars)),
       cache_(new Cache) {
   rules_.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -63,6 +66,41 @@ void Bpe::encode(std::string_view bytes, std::vector<int32_t>& out) const {
                       std::vector<int32_t>(out.begin() + static_cast<ptrdiff_t>(first), out.end()));
 }
 
+void Bpe::initial_symbols(std::string_view bytes, std::vector<int32_t>& ids) const {
+  if (!chars_) {
+    for (char c : bytes) ids.push_back(byte_ids_[static_cast<uint8_t>(c)]);
+    return;
+  }
+  const CharSymbols& cs = *chars_;
+  // An unknown waits here until a known character (or the end) follows, so that fuse_unk can
+  // join a run of them; characters taken by byte fallback do not flush it (as tokenizers).
+  bool unk_pending = false;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const size_t begin = i;
+    std::optional<char32_t> cp = next_code_point(bytes, i);
+    if (!cp) ++i;  // not reached: the text was checked to be UTF-8
+    const std::string_view ch = bytes.substr(begin, i - begin);
+    auto it = cp ? cs.chars.find(*cp) : cs.chars.end();
+    if (it != cs.chars.end()) {
+      if (unk_pending) ids.push_back(cs.unk);
+      unk_pending = false;
+      ids.push_back(it->second);
+      continue;
+    }
+    bool all_bytes = true;
+    for (char c : ch) all_bytes = all_bytes && cs.byte_tokens[static_cast<uint8_t>(c)] >= 0;
+    if (all_bytes) {
+      for (char c : ch) ids.push_back(cs.byte_tokens[static_cast<uint8_t>(c)]);
+      continue;
+    }
+    if (cs.unk < 0) continue;
+    if (unk_pending && !cs.fuse_unk) ids.push_back(cs.unk);
+    unk_pending = true;
+  }
+  if (unk_pending) ids.push_back(cs.unk);
+}
+
 void Bpe::merge(std::string_view bytes, std::vector<int32_t>& out) const {
   struct Symbol {
     int32_t id;
@@ -78,11 +116,15 @@ void Bpe::merge(std::string_view bytes, std::vector<int32_t>& out) const {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
-  const auto n = static_cast<int32_t>(bytes.size());
+  std::vector<int32_t> first;
+  first.reserve(bytes.size());
+  initial_symbols(bytes, first);
+  const auto n = static_cast<int32_t>(first.size());
+  if (n == 0) return;
   std::vector<Symbol> sym(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    sym[static_cast<size_t>(i)] = {byte_ids_[static_cast<uint8_t>(bytes[static_cast<size_t>(i)])],
-                                   i - 1, i + 1 < n ? i + 1 : -1, true};
+    sym[static_cast<size_t>(i)] = {first[static_cast<size_t>(i)], i - 1, i + 1 < n ? i + 1 : -1,
+                                   true};
   }
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto push = [&](int32_t left) {

@@ -1,218 +1,41 @@
 // tokenizer.json -> Tokenizer::Impl. The file is hostile input: every field read is type-checked,
 // keys ferry does not know are refused (an unknown option could change the ids), sizes and ids
 // are bounded, and the vocabulary, merges and added tokens are checked against each other.
+#include <cstdio>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 
 #include "format/mapped_file.h"
 #include "format/strict_json.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_reader.h"
 #include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
 
 namespace ferry {
 namespace {
 
 using json = nlohmann::json;
 using strict_json::quote;
+using tok::kMaxId;
+using tok::kMaxTokenBytes;
+using tok::Reader;
 
 constexpr size_t kMaxFileBytes = size_t{512} << 20;
 constexpr int kMaxDepth = 16;
-constexpr int64_t kMaxId = (int64_t{1} << 24) - 1;  // 16.7M ids: far above any vocabulary
-constexpr size_t kMaxTokenBytes = 4096;
-// GPT-2's pre-tokenizer pattern, used by ByteLevel when use_regex is true.
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-class Reader {
- public:
-  explicit Reader(std::string label) : label_(std::move(label)) {}
-
-  Error fail(const std::string& where, const std::string& what) const {
-    return make_error(ErrorCode::format, label_ + ": " + where + ": " + what);
-  }
-  Error unsupported(const std::string& where, const std::string& what) const {
-    return make_error(ErrorCode::unsupported, label_ + ": " + where + ": " + what);
-  }
-
-  Status keys(const json& o, const std::string& where, std::initializer_list<const char*> allowed,
-              std::initializer_list<const char*> required = {}) const {
-    if (!o.is_object()) return fail(where, "expected an object");
-    for (const auto& [k, v] : o.items()) {
-      bool known = false;
-      for (const char* a : allowed) known = known || k == a;
-      if (!known) return unsupported(where, "unknown key " + quote(k));
-    }
-    for (const char* r : required) {
-      if (!o.contains(r)) return fail(where, std::string("missing key '") + r + "'");
-    }
-    return Status();
-  }
-
-  Result<std::string> string(const json& o, const std::string& where, const char* key) const {
-    const json& v = o.at(key);
-    if (!v.is_string()) return fail(where, std::string("'") + key + "' must be a string");
-    return v.get<std::string>();
-  }
-
-  // A bool field; `fallback` when absent.
-  Result<bool> boolean(const json& o, const std::string& where, const char* key,
-                       bool fallback) const {
-    if (!o.contains(key)) return fallback;
-    const json& v = o.at(key);
-    if (!v.is_boolean()) return fail(where, std::string("'") + key + "' must be true or false");
-    return v.get<bool>();
-  }
-
-  Result<std::string> type(const json& o, const std::string& where) const {
-    if (!o.is_object() || !o.contains("type")) return fail(where, "expected an object with a type");
-    return string(o, where, "type");
-  }
-
-  Result<int32_t> id(const json& v, const std::string& where) const {
-    if (!v.is_number_integer()) return fail(where, "id must be an integer");
-    const auto i = v.get<int64_t>();
-    if (i < 0 || i > kMaxId) {
-      return fail(where,
-                  "id " + std::to_string(i) + " outside [0, " + std::to_string(kMaxId) + "]");
-    }
-    return static_cast<int32_t>(i);
-  }
-
- private:
-  std::string label_;
-};
-
-Status read_normalizer(const Reader& r, const json& n, std::vector<tok::NormalForm>& out) {
-  if (n.is_null()) return Status();
-  FERRY_ASSIGN_OR_RETURN(std::string type, r.type(n, "normalizer"));
-  if (type == "Sequence") {
-    FERRY_RETURN_IF_ERROR(r.keys(n, "normalizer", {"type", "normalizers"}, {"normalizers"}));
-    if (!n.at("normalizers").is_array())
-      return r.fail("normalizer", "'normalizers' must be a list");
-    for (const json& item : n.at("normalizers")) {
-      if (item.is_null()) return r.fail("normalizer", "null inside a Sequence");
-      FERRY_RETURN_IF_ERROR(read_normalizer(r, item, out));
-    }
-    return Status();
-  }
-  FERRY_RETURN_IF_ERROR(r.keys(n, "normalizer " + type, {"type"}));
-  if (type == "NFC") {
-    out.push_back(tok::NormalForm::nfc);
-  } else if (type == "NFD") {
-    out.push_back(tok::NormalForm::nfd);
-  } else if (type == "NFKC") {
-    out.push_back(tok::NormalForm::nfkc);
-  } else if (type == "NFKD") {
-    out.push_back(tok::NormalForm::nfkd);
-  } else {
-    return r.unsupported("normalizer",
-                         "type " + quote(type) + " (ferry knows NFC, NFD, NFKC, NFKD)");
-  }
-  return Status();
-}
-
-Status read_byte_level_options(const Reader& r, const json& o, const std::string& where,
-                               bool* prefix_space, bool* use_regex) {
-  FERRY_RETURN_IF_ERROR(
-      r.keys(o, where, {"type", "add_prefix_space", "trim_offsets", "use_regex"}));
-  FERRY_ASSIGN_OR_RETURN(bool prefix, r.boolean(o, where, "add_prefix_space", true));
-  FERRY_ASSIGN_OR_RETURN(bool regex, r.boolean(o, where, "use_regex", true));
-  FERRY_RETURN_IF_ERROR(r.boolean(o, where, "trim_offsets", true));  // offsets only
-  if (prefix_space != nullptr) *prefix_space = prefix;
-  if (use_regex != nullptr) *use_regex = regex;
-  return Status();
-}
-
-// Flattens Sequences; every step lands in `steps`.
-Status collect_pre_tokenizers(const Reader& r, const json& p, std::vector<const json*>& steps) {
-  FERRY_ASSIGN_OR_RETURN(std::string type, r.type(p, "pre_tokenizer"));
-  if (type != "Sequence") {
-    steps.push_back(&p);
-    return Status();
-  }
-  FERRY_RETURN_IF_ERROR(r.keys(p, "pre_tokenizer", {"type", "pretokenizers"}, {"pretokenizers"}));
-  if (!p.at("pretokenizers").is_array())
-    return r.fail("pre_tokenizer", "'pretokenizers' must be a list");
-  for (const json& item : p.at("pretokenizers")) {
-    FERRY_RETURN_IF_ERROR(collect_pre_tokenizers(r, item, steps));
-  }
-  return Status();
-}
-
-Status read_split(const Reader& r, const json& s, Tokenizer::Impl& t) {
-  const std::string where = "pre_tokenizer Split";
-  FERRY_RETURN_IF_ERROR(
-      r.keys(s, where, {"type", "pattern", "behavior", "invert"}, {"pattern", "behavior"}));
-  const json& pattern = s.at("pattern");
-  if (!pattern.is_object() || pattern.size() != 1 ||
-      !(pattern.contains("Regex") || pattern.contains("String"))) {
-    return r.fail(where, "pattern must be {\"Regex\": ...} or {\"String\": ...}");
-  }
-  const bool literal = pattern.contains("String");
-  FERRY_ASSIGN_OR_RETURN(std::string text, r.string(pattern, where, literal ? "String" : "Regex"));
-  FERRY_ASSIGN_OR_RETURN(std::string behavior, r.string(s, where, "behavior"));
-  FERRY_ASSIGN_OR_RETURN(bool invert, r.boolean(s, where, "invert", false));
-  if (behavior != "Isolated" && behavior != "Removed") {
-    return r.unsupported(where, "behavior " + quote(behavior) + " (ferry knows Isolated, Removed)");
-  }
-  const std::string compiled = literal ? text : tok::onig_compatible_pattern(text);
-  FERRY_ASSIGN_OR_RETURN(tok::Regex regex, tok::Regex::compile(compiled, where, literal));
-  t.splits.push_back(SplitStep{std::move(regex), behavior == "Removed", invert});
-  return Status();
-}
-
-Status read_pre_tokenizer(const Reader& r, const json& p, Tokenizer::Impl& t) {
-  if (p.is_null()) return r.unsupported("pre_tokenizer", "none (ferry needs ByteLevel)");
-  std::vector<const json*> steps;
-  FERRY_RETURN_IF_ERROR(collect_pre_tokenizers(r, p, steps));
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const json& s = *steps[i];
-    const std::string type = s.at("type").get<std::string>();
-    const bool last = i + 1 == steps.size();
-    if (type == "Split") {
-      FERRY_RETURN_IF_ERROR(read_split(r, s, t));
-    } else if (type == "ByteLevel" && last) {
-      bool use_regex = false;
-      FERRY_RETURN_IF_ERROR(
-          read_byte_level_options(r, s, "pre_tokenizer ByteLevel", &t.prefix_space, &use_regex));
-      if (use_regex) {
-        FERRY_ASSIGN_OR_RETURN(t.byte_level_regex,
-                               tok::Regex::compile(kGpt2Pattern, "ByteLevel regex"));
-      }
-      return Status();
-    } else if (type == "ByteLevel") {
-      return r.unsupported("pre_tokenizer", "ByteLevel before another step");
-    } else {
-      return r.unsupported("pre_tokenizer",
-                           "type " + quote(type) + " (ferry knows Split, ByteLevel)");
-    }
-  }
-  return r.unsupported("pre_tokenizer", "no ByteLevel step (ferry reads byte-level BPE only)");
-}
-
-Status read_post_and_decoder(const Reader& r, const json& doc) {
-  for (const char* key : {"post_processor", "decoder"}) {
-    if (!doc.contains(key)) continue;
-    const json& v = doc.at(key);
-    if (v.is_null() && std::string(key) == "post_processor") continue;
-    FERRY_ASSIGN_OR_RETURN(std::string type, r.type(v, key));
-    if (type != "ByteLevel") {
-      return r.unsupported(key, "type " + quote(type) + " (ferry knows ByteLevel)");
-    }
-    FERRY_RETURN_IF_ERROR(read_byte_level_options(r, v, key, nullptr, nullptr));
-  }
-  if (!doc.contains("decoder")) return r.unsupported("decoder", "none (ferry needs ByteLevel)");
-  return Status();
-}
 
 struct ModelParts {
   std::vector<std::pair<std::string, int32_t>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;
   bool ignore_merges = false;
+  bool byte_fallback = false;
+  bool fuse_unk = false;
+  std::optional<std::string> unk_token;
   std::unordered_map<std::string, int32_t> ids;  // vocabulary text -> id (build_vocabulary)
 };
 
-Result<ModelParts> read_model(const Reader& r, const json& m) {
+Result<ModelParts> read_model(const Reader& r, const json& m, bool byte_level) {
   const std::string where = "model";
   FERRY_ASSIGN_OR_RETURN(std::string type, r.type(m, where));
   if (type != "BPE") return r.unsupported(where, "type " + quote(type) + " (ferry reads BPE)");
@@ -227,15 +50,18 @@ Result<ModelParts> read_model(const Reader& r, const json& m) {
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (m.contains(affix) && !m.at(affix).is_null() &&
         !(m.at(affix).is_string() && m.at(affix).get<std::string>().empty())) {
-      return r.unsupported(where, std::string(affix) + " (not used by byte-level BPE)");
+      return r.unsupported(where, std::string(affix) + " (used by neither Qwen nor Llama)");
     }
   }
   if (m.contains("unk_token") && !m.at("unk_token").is_null() && !m.at("unk_token").is_string())
     return r.fail(where, "'unk_token' must be a string or null");
-  FERRY_RETURN_IF_ERROR(r.boolean(m, where, "fuse_unk", false));
-  FERRY_ASSIGN_OR_RETURN(bool byte_fallback, r.boolean(m, where, "byte_fallback", false));
-  if (byte_fallback) return r.unsupported(where, "byte_fallback (not used by byte-level BPE)");
   ModelParts parts;
+  if (m.contains("unk_token") && m.at("unk_token").is_string())
+    parts.unk_token = m.at("unk_token").get<std::string>();
+  FERRY_ASSIGN_OR_RETURN(parts.fuse_unk, r.boolean(m, where, "fuse_unk", false));
+  FERRY_ASSIGN_OR_RETURN(parts.byte_fallback, r.boolean(m, where, "byte_fallback", false));
+  if (parts.byte_fallback && byte_level)
+    return r.unsupported(where, "byte_fallback with a ByteLevel pre-tokenizer");
   FERRY_ASSIGN_OR_RETURN(parts.ignore_merges, r.boolean(m, where, "ignore_merges", false));
 
   const json& vocab = m.at("vocab");
@@ -295,6 +121,20 @@ Result<std::vector<tok::AddedToken>> read_added(const Reader& r, const json& doc
 }
 
 // Puts text `text` at `id` in the per-id tables; refuses a second text for one id.
+// The byte a SentencePiece byte token "<0xNN>" stands for.
+std::optional<uint8_t> byte_token_value(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return std::nullopt;
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const int hi = hex(text[3]), lo = hex(text[4]);
+  if (hi < 0 || lo < 0) return std::nullopt;
+  return static_cast<uint8_t>(hi * 16 + lo);
+}
+
 Status place(const Reader& r, Tokenizer::Impl& t, int32_t id, const std::string& text,
              const std::string& where) {
   const auto i = static_cast<size_t>(id);
@@ -304,10 +144,32 @@ Status place(const Reader& r, Tokenizer::Impl& t, int32_t id, const std::string&
   }
   t.known[i] = 1;
   t.token_text[i] = text;
-  auto bytes = tok::byte_level_to_bytes(text);
-  // The ByteLevel decoder maps a token whose every character stands for a byte to those bytes,
-  // and leaves any other token as its own UTF-8 text.
-  t.decoded[i] = bytes ? std::move(*bytes) : text;
+  if (t.decoder.kind == DecoderSpec::Kind::byte_level) {
+    auto bytes = tok::byte_level_to_bytes(text);
+    // The ByteLevel decoder maps a token whose every character stands for a byte to those
+    // bytes, and leaves any other token as its own UTF-8 text.
+    t.decoded[i] = bytes ? std::move(*bytes) : text;
+    return Status();
+  }
+  // SentencePiece: the replacement character is a space; a <0xNN> token is its byte when the
+  // decoder has a ByteFallback step.
+  t.decoded[i] = text;
+  if (!t.decoder.replace_from.empty()) {
+    std::string out;
+    for (size_t p = 0; p < text.size();) {
+      if (text.compare(p, t.decoder.replace_from.size(), t.decoder.replace_from) == 0) {
+        out += t.decoder.replace_to;
+        p += t.decoder.replace_from.size();
+      } else {
+        out += text[p++];
+      }
+    }
+    t.decoded[i] = std::move(out);
+  }
+  if (auto b = byte_token_value(text); b && t.decoder.byte_fallback) {
+    t.byte_token[i] = static_cast<int16_t>(*b);
+    t.decoded[i] = std::string(1, static_cast<char>(*b));
+  }
   return Status();
 }
 
@@ -322,6 +184,7 @@ Status build_vocabulary(const Reader& r, ModelParts& parts, Tokenizer::Impl& t) 
   t.decoded.assign(n, std::string());
   t.known.assign(n, 0);
   t.special.assign(n, 0);
+  t.byte_token.assign(n, -1);
   parts.ids.reserve(parts.vocab.size() + t.added.size());
   for (const auto& [token, id] : parts.vocab) {
     if (t.known[static_cast<size_t>(id)]) {
@@ -347,8 +210,37 @@ Status build_vocabulary(const Reader& r, ModelParts& parts, Tokenizer::Impl& t) 
   return Status();
 }
 
-Status build_bpe(const Reader& r, const ModelParts& parts, Tokenizer::Impl& t) {
-  const std::unordered_map<std::string, int32_t>& vocab = parts.ids;
+// The initial symbols of a SentencePiece vocabulary: its one-character tokens, its <0xNN>
+// tokens (with byte_fallback) and its unknown token.
+Status char_symbols(const Reader& r, const ModelParts& parts, tok::CharSymbols& cs) {
+  cs.byte_tokens.fill(-1);
+  for (const auto& [token, id] : parts.vocab) {
+    size_t pos = 0;
+    if (auto cp = tok::next_code_point(token, pos); cp && pos == token.size()) {
+      cs.chars.emplace(*cp, id);
+    }
+  }
+  if (parts.byte_fallback) {
+    for (unsigned b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      if (auto it = parts.ids.find(name); it != parts.ids.end()) cs.byte_tokens[b] = it->second;
+    }
+  }
+  if (parts.unk_token) {
+    auto it = parts.ids.find(*parts.unk_token);
+    if (it == parts.ids.end()) {
+      return r.fail("model", "unk_token " + quote(*parts.unk_token) + " is not in the vocabulary");
+    }
+    cs.unk = it->second;
+  }
+  cs.fuse_unk = parts.fuse_unk;
+  return Status();
+}
+
+// The ids of a byte-level vocabulary's 256 one-byte tokens.
+Result<std::array<int32_t, 256>> byte_token_ids(
+    const Reader& r, const std::unordered_map<std::string, int32_t>& vocab) {
   std::array<int32_t, 256> byte_ids{};
   const auto& stand_in = tok::byte_to_code_point();
   for (unsigned b = 0; b < 256; ++b) {
@@ -360,6 +252,15 @@ Status build_bpe(const Reader& r, const ModelParts& parts, Tokenizer::Impl& t) {
                                        "): a byte-level vocabulary has all 256");
     }
     byte_ids[b] = it->second;
+  }
+  return byte_ids;
+}
+
+Status build_bpe(const Reader& r, const ModelParts& parts, Tokenizer::Impl& t) {
+  const std::unordered_map<std::string, int32_t>& vocab = parts.ids;
+  std::array<int32_t, 256> byte_ids{};
+  if (t.byte_level) {
+    FERRY_ASSIGN_OR_RETURN(byte_ids, byte_token_ids(r, vocab));
   }
   std::vector<tok::BpeMerge> merges;
   std::vector<int32_t> merged;
@@ -383,10 +284,17 @@ Status build_bpe(const Reader& r, const ModelParts& parts, Tokenizer::Impl& t) {
   std::unordered_map<std::string, int32_t> bytes_to_id;
   if (parts.ignore_merges) {
     for (const auto& [token, id] : parts.vocab) {
-      if (auto bytes = tok::byte_level_to_bytes(token)) bytes_to_id.emplace(std::move(*bytes), id);
+      if (!t.byte_level) {
+        bytes_to_id.emplace(token, id);
+      } else if (auto bytes = tok::byte_level_to_bytes(token)) {
+        bytes_to_id.emplace(std::move(*bytes), id);
+      }
     }
   }
-  t.bpe.emplace(byte_ids, merges, merged, std::move(bytes_to_id), parts.ignore_merges);
+  std::optional<tok::CharSymbols> chars;
+  if (!t.byte_level) FERRY_RETURN_IF_ERROR(char_symbols(r, parts, chars.emplace()));
+  t.bpe.emplace(byte_ids, merges, merged, std::move(bytes_to_id), parts.ignore_merges,
+                std::move(chars));
   return Status();
 }
 
@@ -395,7 +303,7 @@ Status build_matchers(Tokenizer::Impl& t) {
   std::vector<std::string> raw_patterns, normalized_patterns;
   for (const tok::AddedToken& a : t.added) {
     if (a.normalized) {
-      FERRY_ASSIGN_OR_RETURN(std::string p, tok::normalize_all(a.content, t.normalizer));
+      FERRY_ASSIGN_OR_RETURN(std::string p, t.normalizer.apply(a.content));
       normalized.push_back(a);
       normalized_patterns.push_back(std::move(p));
     } else {
@@ -425,15 +333,19 @@ Result<Tokenizer> Tokenizer::from_json(std::string_view text, std::string_view l
   // padding only shapes batches; it does not change one text's ids.
   auto impl = std::make_unique<Impl>();
   if (doc.contains("normalizer")) {
-    FERRY_RETURN_IF_ERROR(read_normalizer(r, doc.at("normalizer"), impl->normalizer));
+    FERRY_RETURN_IF_ERROR(tok::read_normalizer(r, doc.at("normalizer"), impl->normalizer));
   }
-  FERRY_RETURN_IF_ERROR(read_pre_tokenizer(r, doc.at("pre_tokenizer"), *impl));
-  FERRY_RETURN_IF_ERROR(read_post_and_decoder(r, doc));
-  FERRY_ASSIGN_OR_RETURN(ModelParts parts, read_model(r, doc.at("model")));
+  FERRY_RETURN_IF_ERROR(tok::read_pre_tokenizer(r, doc.at("pre_tokenizer"), *impl));
+  FERRY_RETURN_IF_ERROR(tok::read_decoder(r, doc.at("decoder"), *impl));
+  if (doc.contains("post_processor")) {
+    FERRY_RETURN_IF_ERROR(tok::read_post_processor(r, doc.at("post_processor"), *impl));
+  }
+  FERRY_ASSIGN_OR_RETURN(ModelParts parts, read_model(r, doc.at("model"), impl->byte_level));
   FERRY_ASSIGN_OR_RETURN(impl->added, read_added(r, doc));
   doc = json();  // the parts are copied out: free the document before building the tables
   FERRY_RETURN_IF_ERROR(build_vocabulary(r, parts, *impl));
   FERRY_RETURN_IF_ERROR(build_bpe(r, parts, *impl));
+  FERRY_RETURN_IF_ERROR(tok::check_template(r, *impl));
   impl->text_to_id = std::move(parts.ids);
   for (const tok::AddedToken& a : impl->added) impl->text_to_id.emplace(a.content, a.id);
   FERRY_RETURN_IF_ERROR(build_matchers(*impl));

@@ -227,12 +227,13 @@ TEST(CudaOps, Rope) {
 }
 
 Case rope_table_case(Rng& rng, int64_t rows, int head_dim, float theta, std::array<int, 3> sec,
-                     bool equal_cols, int32_t max_pos) {
+                     bool equal_cols, int32_t max_pos, RopeLlama3 llama3 = {}) {
   Case c;
   c.op = "rope_table";
   const int half = head_dim / 2;
   c.shape = "S=" + s(rows) + " hd=" + s(head_dim) + " theta=" + s(static_cast<int64_t>(theta)) +
-            (equal_cols ? " 1-D" : " mrope") + " pos<" + s(max_pos);
+            (equal_cols ? " 1-D" : " mrope") + " pos<" + s(max_pos) +
+            (llama3.factor != 0.0f ? " llama3" : "");
   std::vector<uint8_t> pos = rng.ints(rows * 3, max_pos);
   if (equal_cols) {
     for (int64_t r = 0; r < rows; ++r) {
@@ -251,6 +252,7 @@ Case rope_table_case(Rng& rng, int64_t rows, int head_dim, float theta, std::arr
     op.theta = theta;
     op.head_dim = head_dim;
     op.sections = sec;
+    op.llama3 = llama3;
     return op;
   };
   c.tol = Tolerance{2e-6, 0.0};
@@ -263,6 +265,10 @@ TEST(CudaOps, RopeTable) {
   expect_pass(rope_table_case(rng, 17, 128, 5e6f, {24, 20, 20}, false, 5000));
   expect_pass(rope_table_case(rng, 9, 128, 5e6f, {24, 20, 20}, true, 3000));
   expect_pass(rope_table_case(rng, 5, 64, 10000.0f, {12, 10, 10}, false, 100));
+  // Llama-3.1's scaling (the host's table, a kernel argument) and a tiny model's.
+  expect_pass(
+      rope_table_case(rng, 13, 128, 5e5f, {64, 0, 0}, true, 9000, {8.0f, 1.0f, 4.0f, 8192.0f}));
+  expect_pass(rope_table_case(rng, 6, 16, 5e5f, {8, 0, 0}, true, 200, {4.0f, 1.0f, 4.0f, 16.0f}));
 }
 
 }  // namespace

@@ -199,7 +199,8 @@ TEST_P(StreamingPlans, LentCacheHitsReplaceCopies) {
   EXPECT_LT(with.bytes_copied, without.bytes_copied);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, StreamingPlans, ::testing::Values("alpamayo-tiny", "qwen3-tiny"));
+INSTANTIATE_TEST_SUITE_P(Tiny, StreamingPlans,
+                         ::testing::Values("alpamayo-tiny", "qwen3-tiny", "llama-tiny"));
 
 // `broken` (a missing wait) on qwen3-tiny does not give the all-resident run's logits.
 void expect_broken_run_differs(const SessionOptions& broken, const CpuBackendOptions& cpu) {

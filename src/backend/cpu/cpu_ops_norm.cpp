@@ -109,10 +109,7 @@ Status rope(const Rope& op, ThreadPool* pool) {
 Status rope_table(const RopeTable& op, ThreadPool* pool) {
   const int64_t half = op.head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
-  for (int64_t j = 0; j < half; ++j) {
-    const float e = static_cast<float>(2 * j) / static_cast<float>(op.head_dim);
-    inv_freq[j] = 1.0f / std::pow(op.theta, e);
-  }
+  rope_inv_freq(op, inv_freq.data());
   // Which position column (t = 0, h = 1, w = 2) frequency j takes its angle from.
   std::vector<int> column(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j) {

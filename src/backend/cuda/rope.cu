@@ -158,6 +158,32 @@ __global__ void rope_table_kernel(const int32_t* pos, int64_t ps, float* cos_t, 
   }
 }
 
+// The host's inv_freq table (rope_inv_freq: llama3 scaling), passed by value so that a recorded
+// graph keeps it.
+struct InvFreq {
+  float v[kMaxScaledRopeHeadDim / 2];
+};
+
+__global__ void rope_table_freq_kernel(const int32_t* pos, int64_t ps, float* cos_t, int64_t cs,
+                                       float* sin_t, int64_t ss, int64_t rows, int half,
+                                       InvFreq inv, int sec_h, int sec_w) {
+  const int64_t total = rows * half;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / half;
+    const int j = static_cast<int>(i - r * half);
+    int col = 0;
+    if (j < 3 * sec_h && j % 3 == 1) {
+      col = 1;
+    } else if (j < 3 * sec_w && j % 3 == 2) {
+      col = 2;
+    }
+    const float angle = __fmul_rn(static_cast<float>(pos[r * ps + col]), inv.v[j]);
+    cos_t[r * cs + j] = static_cast<float>(cos(static_cast<double>(angle)));
+    sin_t[r * ss + j] = static_cast<float>(sin(static_cast<double>(angle)));
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -217,6 +243,15 @@ Status run_rope_table(const OpContext& ctx, const RopeTable& op) {
   const int half = op.head_dim / 2;
   const int64_t total = op.pos.rows * half;
   if (total == 0) return Status();
+  if (op.llama3.factor != 0.0f) {
+    InvFreq inv{};
+    rope_inv_freq(op, inv.v);
+    rope_table_freq_kernel<<<grid_for(total, kThreads), kThreads, 0, ctx.stream>>>(
+        ptr<const int32_t>(op.pos), op.pos.stride(), ptr<float>(op.cos), op.cos.stride(),
+        ptr<float>(op.sin), op.sin.stride(), op.pos.rows, half, inv, op.sections[1],
+        op.sections[2]);
+    return launch_status("rope_table_freq_kernel");
+  }
   rope_table_kernel<<<grid_for(total, kThreads), kThreads, 0, ctx.stream>>>(
       ptr<const int32_t>(op.pos), op.pos.stride(), ptr<float>(op.cos), op.cos.stride(),
       ptr<float>(op.sin), op.sin.stride(), op.pos.rows, half, op.head_dim, op.theta, op.sections[1],
