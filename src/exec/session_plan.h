@@ -152,6 +152,10 @@ struct PlanningContext {
   MemoryBudget smallest(const ModelWeights& weights, bool allow_sequential) const;
 };
 
+// Cache rows the expert attends, before a run has told: the prompt and the generated tokens (0
+// for a model without an action expert). What an estimated profile's costs assume.
+int64_t expected_expert_keys(const ModelConfig& config, const Workload& w);
+
 // What the backend holds now plus kRuntimeMarginBytes (0 when it cannot tell: the CPU).
 uint64_t runtime_bytes_now(const Backend& backend);
 
