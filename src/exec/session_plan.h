@@ -214,6 +214,9 @@ struct SessionPlan {
     Prediction prediction;  // the plan with C_DMA × factor
   };
   std::optional<LinkCheck> link_check;
+  // On an integrated GPU, what the session did with the weights and what --vram means there
+  // (plan/unified_memory.h; Session::open fills it); empty on a discrete device.
+  std::string device_note;
 };
 
 // `schedule` with every C_DMA times `factor` (and the link's rate over it).
