@@ -307,6 +307,7 @@ nlohmann::json bench_json(const BenchReport& r) {
   j["open_s"] = session.open_seconds();
   j["plan"] = plan_summary_json(session.plan(), r.weights, session.memory());
   j["plan"]["origin"] = planned.origin;
+  if (!planned.device_note.empty()) j["device_note"] = planned.device_note;
   j["profile_source"] = planned.profile_source;
   j["prediction"] = prediction_json(planned.prediction);
   if (planned.on_path) {
@@ -373,6 +374,7 @@ void print_bench_header(const BenchReport& r) {
   std::printf("start:    %s\n", start_text(r.start).c_str());
   std::printf("plan:     %s; predicted from the %s profile\n", planned.origin.c_str(),
               planned.profile_source.c_str());
+  if (!planned.device_note.empty()) std::printf("unified:  %s\n", planned.device_note.c_str());
   print_plan(stdout, r.session.plan(), r.weights, r.session.memory());
   std::printf("device:   peak %s in ferry's books", binary_bytes(r.ledger.peak).c_str());
   if (r.outside) {

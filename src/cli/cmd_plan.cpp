@@ -3,7 +3,9 @@
 // `ferry run --plan`; with --sweep, the predicted VRAM-latency curve from the smallest working
 // budget to all-resident, as a table, JSON and an SVG plot. The measure pass, the profile and the
 // planner are the session's own (exec/session_plan.h), so a session opened with the same flags
-// runs this plan.
+// runs this plan. With --what-if, the profile is first re-priced for another machine
+// (plan/what_if.h) and everything printed is a projection for it.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "cli/cli_support.h"
 #include "cli/commands.h"
 #include "cli/plan_report.h"
+#include "cli/plan_what_if.h"
 #include "cli/session_flags.h"
 #include "cli/workload_args.h"
 #include "core/parse_size.h"
@@ -23,6 +26,7 @@
 #include "exec/session_plan.h"
 #include "format/atomic_write.h"
 #include "plan/sweep.h"
+#include "plan/what_if.h"
 
 namespace ferry::cli {
 namespace {
@@ -38,6 +42,8 @@ struct PlanArgs {
   int sweep_points = 12;
   std::string plot;
   std::string runtime;  // --runtime SIZE: the device runtime's share to set apart
+  std::string what_if;  // --what-if: a card or link=,hbm=,tflops=,vram= (plan/what_if.h)
+  std::string budgets;  // --budgets: the sweep's VRAM budgets, comma-separated sizes
 };
 
 const Reporter report{"plan"};
@@ -54,20 +60,26 @@ nlohmann::ordered_json profile_summary(const Profile& p, const Workload& w) {
           {"peak_flops", p.peak_flops}, {"memory_bandwidth_bytes_per_s", p.memory_bandwidth}};
 }
 
-void print_profile_line(const Profile& p, const Workload& w) {
-  if (p.source == "measured") {
-    std::printf("profile    measured on %s (median of %lld runs), link %.1f GB/s (%s)\n",
-                p.device.c_str(), static_cast<long long>(p.runs), p.link_bytes_per_s / 1e9,
-                p.byte_path.c_str());
+void print_profile_line(std::FILE* out, const Profile& p, const Workload& w,
+                        const std::optional<WhatIf>& wi) {
+  if (wi) {
+    std::fprintf(out, "profile    %s, re-priced (median of %lld runs), link %.1f GB/s\n",
+                 p.device.c_str(), static_cast<long long>(p.runs), p.link_bytes_per_s / 1e9);
+  } else if (p.source == "measured") {
+    std::fprintf(out, "profile    measured on %s (median of %lld runs), link %.1f GB/s (%s)\n",
+                 p.device.c_str(), static_cast<long long>(p.runs), p.link_bytes_per_s / 1e9,
+                 p.byte_path.c_str());
   } else {
-    std::printf(
+    std::fprintf(
+        out,
         "profile    estimated from the cost model: link %.1f GB/s, %.3g TFLOP/s, %.0f GB/s "
         "(%s; `ferry profile` measures them)\n",
         p.link_bytes_per_s / 1e9, p.peak_flops / 1e12, p.memory_bandwidth / 1e9,
         p.byte_path.c_str());
   }
   if (!profile_fits_workload(p, w)) {
-    std::printf(
+    std::fprintf(
+        out,
         "note       the profile was measured with another workload (%lld images %lldx%lld, "
         "prompt %lld, %lld generated, %lld flow steps): its compute times may not hold\n",
         static_cast<long long>(p.workload->num_images),
@@ -79,10 +91,57 @@ void print_profile_line(const Profile& p, const Workload& w) {
   }
 }
 
-void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const PlanningContext& ctx) {
+// The weights' budgets of the sweep: --budgets as given, else evenly spaced from the smallest
+// working budget to all-resident, none above the target's VRAM in a projection (its VRAM then the
+// last point).
+std::vector<uint64_t> sweep_budgets(const PlanArgs& a, const ModelWeights& weights,
+                                    const PlanningContext& ctx, const std::optional<WhatIf>& wi) {
+  const uint64_t fixed = ctx.fixed_bytes();
+  const uint64_t least = ctx.smallest(weights, ctx.planner.allow_sequential).total();
+  // The target's VRAM (0: none given).
+  const uint64_t cap = wi ? wi->repricing.target.figures.vram.value_or(0) : 0;
+  std::vector<uint64_t> out;
+  if (!a.budgets.empty()) {
+    std::string_view rest = a.budgets;
+    while (true) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      const Result<uint64_t> v = parse_size(item);
+      if (!v.ok()) report.fail("--budgets: " + v.error().message);
+      if (*v < least) {
+        report.fail("--budgets: " + binary_bytes(*v) + " is below the smallest budget, " +
+                    binary_bytes(least));
+      }
+      if (cap > 0 && *v > cap) {
+        report.fail("--budgets: " + binary_bytes(*v) + " is more than the " + binary_bytes(cap) +
+                    " of " + wi->repricing.target.label);
+      }
+      out.push_back(*v - fixed);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  out = sweep_weight_budgets(ctx.schedule, ctx.planner.allow_sequential, a.sweep_points);
+  if (cap > 0) {
+    if (cap < least) {
+      report.fail("the model and workload do not fit " + wi->repricing.target.label + "'s " +
+                  binary_bytes(cap) + ": the smallest budget is " + binary_bytes(least));
+    }
+    const uint64_t room = cap - fixed;
+    const bool cut = out.back() > room;
+    std::erase_if(out, [&](uint64_t b) { return b > room; });
+    if (cut) out.push_back(room);
+  }
+  return out;
+}
+
+void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const PlanningContext& ctx,
+           const std::optional<WhatIf>& wi) {
   const ModelWeights& weights = m.weights;
-  const std::vector<uint64_t> budgets =
-      sweep_weight_budgets(ctx.schedule, ctx.planner.allow_sequential, a.sweep_points);
+  const std::vector<uint64_t> budgets = sweep_budgets(a, weights, ctx, wi);
   const std::vector<SweepPoint> points =
       report.check(sweep_plans(weights, ctx.schedule, budgets, ctx.planner));
   const uint64_t fixed = ctx.fixed_bytes();
@@ -99,10 +158,14 @@ void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const Plann
     rows.push_back(std::move(r));
   }
   if (!a.plot.empty()) {
-    report.check(write_file_atomic(
-        a.plot,
-        sweep_svg(rows, "ferry plan --sweep: " + std::string(architecture_name(m.config.arch)) +
-                            ", " + describe_workload(w, m.config))));
+    const std::string what =
+        std::string(architecture_name(m.config.arch)) + ", " + describe_workload(w, m.config);
+    report.check(
+        write_file_atomic(a.plot, wi ? sweep_svg(rows,
+                                                 "PROJECTION for " + wi->repricing.target.label +
+                                                     " (from " + ctx.profile.device + "): " + what,
+                                                 "predicted (projection)")
+                                     : sweep_svg(rows, "ferry plan --sweep: " + what)));
   }
   if (a.json) {
     nlohmann::ordered_json j;
@@ -111,18 +174,31 @@ void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const Plann
     j["workload"] = workload_json(w);
     j["profile"] = profile_summary(ctx.profile, w);
     j["fixed_bytes"] = fixed;
+    if (wi) j["what_if"] = what_if_json(*wi);
     j["sweep"] = sweep_json(rows, weights);
+    if (wi) {
+      for (auto& row : j["sweep"]) row["projected"] = true;
+    }
     if (!a.plot.empty()) j["plot"] = a.plot;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
     return;
   }
-  std::printf("ferry plan --sweep: %s (%s), %s\n", a.model.c_str(),
-              architecture_name(m.config.arch), describe_workload(w, m.config).c_str());
-  print_profile_line(ctx.profile, w);
-  std::printf("fixed      %s besides weights in every budget\n", binary_bytes(fixed).c_str());
-  if (!a.plot.empty()) std::printf("plot       %s\n", a.plot.c_str());
-  std::printf("\n");
-  print_sweep(stdout, rows, weights);
+  auto print = [&](std::FILE* out) {
+    std::fprintf(out, "ferry plan --sweep: %s (%s), %s\n", a.model.c_str(),
+                 architecture_name(m.config.arch), describe_workload(w, m.config).c_str());
+    print_profile_line(out, ctx.profile, w, wi);
+    std::fprintf(out, "fixed      %s besides weights in every budget\n",
+                 binary_bytes(fixed).c_str());
+    if (!a.plot.empty()) std::fprintf(out, "plot       %s\n", a.plot.c_str());
+    std::fprintf(out, "\n");
+    print_sweep(out, rows, weights);
+  };
+  if (!wi) {
+    print(stdout);
+    return;
+  }
+  print_what_if_header(stdout, *wi);
+  print_prefixed(stdout, "projected | ", print);
 }
 
 // One budget's plan as `ferry plan` reports it: the report its two printers render.
@@ -136,6 +212,7 @@ struct PlanReport {
   const SessionPlan& sp;
   std::optional<uint64_t> vram;
   uint64_t fixed = 0;  // the budget's bytes besides weights
+  const std::optional<WhatIf>& what_if;
 };
 
 nlohmann::ordered_json plan_report_json(const PlanReport& r) {
@@ -157,41 +234,45 @@ nlohmann::ordered_json plan_report_json(const PlanReport& r) {
   if (sp.bound) j["lower_bound"] = bound_json(*sp.bound);
   j["planner"] = {{"evaluations", sp.evaluations}, {"start_s", sp.start_s}};
   if (!r.a.out.empty()) j["plan_file"] = r.a.out;
+  if (r.what_if) j["what_if"] = what_if_json(*r.what_if);
   return j;
 }
 
-void print_plan_report(const PlanReport& r) {
+void print_plan_report(std::FILE* out, const PlanReport& r) {
   const SessionPlan& sp = r.sp;
   const std::optional<uint64_t>& vram = r.vram;
-  std::printf("ferry plan: %s (%s), %zu groups, %.2f GB of weights\n", r.a.model.c_str(),
-              architecture_name(r.config.arch), r.weights.groups.size(),
-              static_cast<double>(r.weights.total_bytes()) / 1e9);
-  std::printf("workload   %s\n", describe_workload(r.w, r.config).c_str());
-  print_profile_line(r.ctx.profile, r.w);
+  std::fprintf(out, "ferry plan: %s (%s), %zu groups, %.2f GB of weights\n", r.a.model.c_str(),
+               architecture_name(r.config.arch), r.weights.groups.size(),
+               static_cast<double>(r.weights.total_bytes()) / 1e9);
+  std::fprintf(out, "workload   %s\n", describe_workload(r.w, r.config).c_str());
+  print_profile_line(out, r.ctx.profile, r.w, r.what_if);
   if (vram) {
-    std::printf("budget     %s: %s besides weights, %s for weights\n", binary_bytes(*vram).c_str(),
-                binary_bytes(r.fixed).c_str(),
-                binary_bytes(*vram - std::min(*vram, r.fixed)).c_str());
+    std::fprintf(out, "budget     %s: %s besides weights, %s for weights\n",
+                 binary_bytes(*vram).c_str(), binary_bytes(r.fixed).c_str(),
+                 binary_bytes(*vram - std::min(*vram, r.fixed)).c_str());
   } else {
-    std::printf("budget     none: every group resident\n");
+    std::fprintf(out, "budget     none: every group resident\n");
   }
-  std::printf("origin     %s", sp.origin.c_str());
+  std::fprintf(out, "origin     %s", sp.origin.c_str());
   if (sp.evaluations > 0) {
-    std::printf(" (%lld predictions; best start %.4f s)", static_cast<long long>(sp.evaluations),
-                sp.start_s);
+    std::fprintf(out, " (%lld predictions; best start %.4f s)",
+                 static_cast<long long>(sp.evaluations), sp.start_s);
   }
-  std::printf("\n");
-  print_plan(stdout, sp.plan, r.weights, sp.memory);
-  print_prediction(stdout, sp.prediction, sp.bound);
+  std::fprintf(out, "\n");
+  print_plan(out, sp.plan, r.weights, sp.memory);
+  print_prediction(out, sp.prediction, sp.bound);
   if (!r.a.out.empty()) {
-    std::printf("wrote      %s (ferry run --plan %s%s)\n", r.a.out.c_str(), r.a.out.c_str(),
-                vram ? (" --vram " + std::to_string(*vram)).c_str() : "");
+    std::fprintf(out, "wrote      %s (ferry run --plan %s%s)\n", r.a.out.c_str(), r.a.out.c_str(),
+                 vram ? (" --vram " + std::to_string(*vram)).c_str() : "");
   }
 }
 
 void plan(const PlanArgs& a) {
   if (a.sweep_points < 2 || a.sweep_points > 1000)
     report.fail("--sweep-points must be in [2, 1000]");
+  // --what-if is checked before the model is opened: its errors need nothing else.
+  const std::optional<WhatIfTarget> target =
+      a.what_if.empty() ? std::nullopt : std::optional(report.check(parse_what_if(a.what_if)));
   const OpenModel m = report.check(open_model(a.model));
   const ModelWeights& weights = m.weights;
   const Workload w = report.check(reference_workload(a.workload, m.config));
@@ -210,17 +291,43 @@ void plan(const PlanArgs& a) {
     ctx = report.check(
         planning_context(*backend, m.config, weights, w, with_candidates, *runtime, ctx.in_place));
   }
-  if (a.sweep) {
+  std::optional<WhatIf> wi;
+  if (target) {
+    if (so.vram_auto) report.fail("--vram auto measures this machine: give a size with --what-if");
+    if (target->integrated && (so.vram || a.sweep || !a.budgets.empty())) {
+      report.fail("--what-if " + target->label +
+                  " is an integrated GPU: weights are read in place from the memory it shares "
+                  "with the host, so there is no budget to sweep: drop --vram, --sweep, --budgets");
+    }
+    if (so.vram && target->figures.vram && *so.vram > *target->figures.vram) {
+      report.fail("--vram " + binary_bytes(*so.vram) + " is more than the " +
+                  binary_bytes(*target->figures.vram) + " of " + target->label);
+    }
+    // The target's runtime: --runtime, else what this backend holds (a GPU's), else assumed.
+    const bool assumed = a.runtime.empty() && ctx.runtime_bytes == 0;
+    const uint64_t runtime = assumed ? kAssumedRuntimeBytes : ctx.runtime_bytes;
+    wi = report.check(
+        what_if_context(*backend, m.config, weights, w, so, *target, runtime, assumed, ctx));
+  }
+  if (!a.budgets.empty() && !a.sweep && !wi) report.fail("--budgets sets the points of --sweep");
+  const bool curve =
+      a.sweep || !a.budgets.empty() || (wi && !wi->repricing.target.integrated && !so.vram);
+  if (curve) {
     if (!a.out.empty()) report.fail("--out writes one plan: give --vram instead of --sweep");
     if (so.vram || so.vram_auto)
       report.fail("--sweep runs from the smallest budget up: drop --vram");
     if (so.plan.plan || so.plan.resident || so.plan.resident_count) {
       report.fail("--sweep plans every budget: drop --plan, --resident and --resident-count");
     }
-    sweep(a, m, w, ctx);
+    sweep(a, m, w, ctx, wi);
     return;
   }
   if (!a.plot.empty()) report.fail("--plot draws the curve of --sweep");
+  if (wi && wi->repricing.target.integrated &&
+      (so.plan.plan || so.plan.resident || so.plan.resident_count)) {
+    report.fail("--what-if " + wi->repricing.target.label +
+                " reads every group in place: drop --plan, --resident and --resident-count");
+  }
   const std::optional<uint64_t> vram = report.check(resolve_vram(*backend, so));
   const SessionPlan sp = report.check(choose_plan(ctx, weights, so, vram));
   if (!a.out.empty()) report.check(write_file_atomic(a.out, plan_to_json(sp.plan, weights)));
@@ -232,13 +339,25 @@ void plan(const PlanArgs& a) {
                      .ctx = ctx,
                      .sp = sp,
                      .vram = vram,
-                     .fixed = ctx.fixed_bytes()};
+                     .fixed = ctx.fixed_bytes(),
+                     .what_if = wi};
   if (a.json) {
     std::cout << plan_report_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
     return;
   }
-  print_plan_report(r);
+  if (!wi) {
+    print_plan_report(stdout, r);
+    return;
+  }
+  print_what_if_header(stdout, *wi);
+  if (wi->repricing.target.integrated) {
+    std::printf(
+        "projection integrated GPU: device memory is host memory, so ferry reads every group in "
+        "place (no copies, no slots); the prediction is the all-resident plan's, at the shared "
+        "memory's bandwidth\n");
+  }
+  print_prefixed(stdout, "projected | ", [&](std::FILE* out) { print_plan_report(out, r); });
 }
 
 }  // namespace
@@ -269,6 +388,15 @@ void add_plan_command(CLI::App& app) {
                   "buffers (its plan's memory line: 466MiB on the H200, runtime 418 + stream "
                   "workspaces 48) and whose registered checkpoint needs page tables: a GPU's plan, "
                   "made on another machine (default: what this backend holds now)")
+      ->check(not_empty());
+  cmd->add_option("--what-if", args->what_if,
+                  "Re-price the profile for another machine and print the projected curve (or "
+                  "the plan at --vram): a card (rtx-3080-ti, rtx-3090, rtx-4060-ti-16gb, "
+                  "rtx-4070-ti-super, rtx-4080, rtx-5070-ti, rtx-5080, jetson-orin) and/or "
+                  "link=25GB/s,hbm=717GB/s,tflops=97,vram=16GiB (docs/planner.md)")
+      ->check(not_empty());
+  cmd->add_option("--budgets", args->budgets,
+                  "The sweep's VRAM budgets instead of --sweep-points, e.g. 8GiB,12GiB,16GiB")
       ->check(not_empty());
   cmd->callback([args] { plan(*args); });
 }

@@ -296,6 +296,7 @@ nlohmann::json run_json(const RunReport& rep) {
   j["host_path"] = session.tier().how();
   j["host_register_s"] = session.tier().register_seconds();
   j["host_rate"] = host_rate_json(session);
+  if (!session.planned().device_note.empty()) j["device_note"] = session.planned().device_note;
   j["start"] = start_json(rep.start);
   j["streamed_bytes"] = st.bytes_copied;
   j["streamed_groups"] = st.group_copies;
@@ -332,6 +333,9 @@ void print_run_setup(const RunReport& rep) {
               static_cast<double>(st.resident_bytes) / 1e6, st.resident_load_seconds,
               rep.load_gbps(), session.tier().how().c_str());
   std::printf("host path  %s\n", host_rate_text(session).c_str());
+  if (!session.planned().device_note.empty()) {
+    std::printf("unified    %s\n", session.planned().device_note.c_str());
+  }
   std::printf("start      %s\n", start_text(rep.start).c_str());
   print_plan(stdout, session.plan(), rep.weights, session.memory());
   if (st.group_copies > 0) {

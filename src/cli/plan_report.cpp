@@ -178,12 +178,13 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const Model
   return a;
 }
 
-std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title) {
+std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title,
+                      const std::string& predicted_name) {
   Plot plot;
   plot.title = title;
   plot.x_label = "VRAM budget (GiB)";
   plot.y_label = "latency per inference (s)";
-  PlotSeries predicted{"predicted", "#1f77b4", false, {}};
+  PlotSeries predicted{predicted_name, "#1f77b4", false, {}};
   PlotSeries bound{"T_lb (lower bound)", "#7f7f7f", true, {}};
   PlotSeries measured{"measured", "#d62728", false, {}};
   // Where a session checked the link, the plan priced with it; elsewhere the same as predicted.

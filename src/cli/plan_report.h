@@ -55,6 +55,9 @@ struct SweepRow {
 void print_sweep(std::FILE* out, const std::vector<SweepRow>& rows, const ModelWeights& weights);
 nlohmann::ordered_json sweep_json(const std::vector<SweepRow>& rows, const ModelWeights& weights);
 // Seconds against GiB of budget: predicted, T_lb, and measured where the rows have it.
-std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
+// `predicted_name` names the predicted series in the legend ("predicted (projection)" for
+// --what-if).
+std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title,
+                      const std::string& predicted_name = "predicted");
 
 }  // namespace ferry::cli

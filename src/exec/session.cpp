@@ -6,6 +6,7 @@
 #include "core/stats.h"
 #include "core/thread_pool.h"
 #include "host/encode_groups.h"
+#include "plan/unified_memory.h"
 
 namespace ferry {
 
@@ -26,6 +27,23 @@ double lap(Clock::time_point& last) {
   const double s = std::chrono::duration<double>(now - last).count();
   last = now;
   return s;
+}
+
+// plan/unified_memory.h's choice for this device, tier and the plan flags in `options`.
+UnifiedMemoryChoice unified_memory_choice(const Backend& backend, const HostTier& tier,
+                                          const ModelWeights& weights,
+                                          const SessionOptions& options) {
+  const PlanRequest& req = options.plan;
+  const std::vector<uint8_t> in_layout = tier.in_place_groups(weights);
+  UnifiedMemoryFacts facts;
+  facts.integrated = backend.platform_facts().integrated;
+  facts.tier_readable_in_place = tier.readable_in_place();
+  facts.groups = weights.groups.size();
+  facts.groups_in_layout = static_cast<size_t>(
+      std::count_if(in_layout.begin(), in_layout.end(), [](uint8_t b) { return b != 0; }));
+  facts.placement_given = req.plan || req.resident || req.resident_count || !req.mapped.empty();
+  facts.vram = options.vram;
+  return choose_unified_memory(facts);
 }
 
 }  // namespace
@@ -91,9 +109,17 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
     }
     times.compress_s = lap(last);
   }
+  const UnifiedMemoryChoice unified = unified_memory_choice(backend, s->tier_, weights, planning);
+  if (unified.map_in_layout) {
+    for (size_t g = 0; g < weights.groups.size(); ++g) {
+      if (g < planning.plan.map_candidates.size() && planning.plan.map_candidates[g])
+        planning.plan.mapped.push_back(weights.groups[g].name);
+    }
+  }
   FERRY_ASSIGN_OR_RETURN(s->planned_,
                          plan_session_full(backend, config, weights, workload, planning, runtime,
                                            s->tier_.readable_in_place()));
+  s->planned_.device_note = unified.message;
   times.plan_s = lap(last);
   times.plan_context_s = s->planned_.context_s;
   times.plan_choose_s = s->planned_.choose_s;
@@ -115,11 +141,14 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
     if (s->tier_.readable_in_place() != in_place) {
       SessionOptions again = planning;
       again.plan.map_candidates = s->tier_.in_place_groups(weights);
+      // An integrated device's in-place reads need the tier read in place: copied instead.
+      if (unified.map_in_layout) again.plan.mapped = options.plan.mapped;
       // The region was reserved with the page tables of a tier read in place set apart.
       if (vram) again.vram = *vram - std::min(*vram, tables);
       FERRY_ASSIGN_OR_RETURN(s->planned_,
                              plan_session_full(backend, config, weights, workload, again, runtime,
                                                s->tier_.readable_in_place()));
+      s->planned_.device_note = unified_memory_choice(backend, s->tier_, weights, again).message;
     }
     times.fallback_s = lap(last);
     provider = StreamingProvider::create(backend, *s->stream_, weights, s->tier_, s->planned_.plan,

@@ -86,11 +86,6 @@ PlannerOptions planner_options(const PlanRequest& req, uint64_t lent_bytes) {
   return o;
 }
 
-// Cache rows the expert attends, before a run has told: the prompt and the generated tokens.
-int64_t expected_expert_keys(const ModelConfig& config, const Workload& w) {
-  return config.alpamayo() != nullptr ? w.prompt_tokens + w.gen_tokens : 0;
-}
-
 Error too_small(uint64_t vram, const MemoryBudget& least) {
   return make_error(ErrorCode::out_of_memory,
                     "--vram " + binary_bytes(vram) +
@@ -99,6 +94,10 @@ Error too_small(uint64_t vram, const MemoryBudget& least) {
 }
 
 }  // namespace
+
+int64_t expected_expert_keys(const ModelConfig& config, const Workload& w) {
+  return config.alpamayo() != nullptr ? w.prompt_tokens + w.gen_tokens : 0;
+}
 
 uint64_t MemoryBudget::total() const {
   uint64_t t = 0;

@@ -165,6 +165,10 @@ struct PlanningContext {
   MemoryBudget smallest(const ModelWeights& weights, bool allow_sequential) const;
 };
 
+// Cache rows the expert attends, before a run has told: the prompt and the generated tokens (0
+// for a model without an action expert). What an estimated profile's costs assume.
+int64_t expected_expert_keys(const ModelConfig& config, const Workload& w);
+
 // What the backend holds now plus kRuntimeMarginBytes (0 when it cannot tell: the CPU).
 uint64_t runtime_bytes_now(const Backend& backend);
 
@@ -223,6 +227,9 @@ struct SessionPlan {
     Prediction prediction;  // the plan with C_DMA × factor
   };
   std::optional<LinkCheck> link_check;
+  // On an integrated GPU, what the session did with the weights and what --vram means there
+  // (plan/unified_memory.h; Session::open fills it); empty on a discrete device.
+  std::string device_note;
 };
 
 // `schedule` with every C_DMA times `factor` (and the link's rate over it).

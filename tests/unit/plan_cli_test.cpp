@@ -4,6 +4,7 @@
 // through `plan`, `run` and `bench`; a bad profile file is named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -229,6 +230,66 @@ TEST_F(PlanCli, TheSweepNeverRisesAndIsPlotted) {
   const testing::CliRun both =
       testing::run_ferry("plan" + model() + kWorkload + " --sweep --out " + file("x.json"));
   EXPECT_EQ(both.code, 2);
+}
+
+// --what-if: the profile re-priced for another machine, every row and line labelled a projection,
+// copies priced at the target's link, no budget above its VRAM, and one-line errors.
+TEST_F(PlanCli, AWhatIfIsAProjectionForTheTarget) {
+  const std::string rt = " --runtime 8MiB";
+  const nlohmann::json base = ok_json("plan" + model() + kWorkload + rt + " --sweep --json");
+  // The CPU backend's estimate copies at 10 GB/s: half that doubles every copy.
+  const nlohmann::json half = ok_json("plan" + model() + kWorkload + rt +
+                                      " --what-if link=5GB/s --json --plot " + file("wi.svg"));
+  ASSERT_TRUE(half.contains("what_if")) << half.dump();
+  EXPECT_EQ(half["what_if"]["projection"], true);
+  EXPECT_DOUBLE_EQ(half["what_if"]["copy_scale"].get<double>(), 2.0);
+  // Compute as it was (only the embedding's row gathers move with the link).
+  EXPECT_DOUBLE_EQ(half["what_if"]["exe_scale"]["min"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(half["what_if"]["exe_scale"]["max"].get<double>(), 1.0);
+  EXPECT_EQ(half["what_if"]["runtime_assumed"], false);
+  EXPECT_EQ(half["profile"]["link_bytes_per_s"].get<double>(), 5e9);
+  ASSERT_EQ(half["sweep"].size(), base["sweep"].size());
+  for (const auto& row : half["sweep"]) EXPECT_EQ(row["projected"], true);
+  // The smallest budget streams: slower at half the link.
+  EXPECT_GT(half["sweep"][0]["predicted_s"].get<double>(),
+            base["sweep"][0]["predicted_s"].get<double>());
+  EXPECT_NE(slurp(file("wi.svg")).find("projection"), std::string::npos);
+
+  // A VRAM below all-resident: no budget above it, the last one at it.
+  uint64_t cap = 0;
+  for (const auto& row : base["sweep"]) {
+    if (cap == 0 && row["slots"].get<int>() > 0 && row["resident_bytes"].get<uint64_t>() > 0) {
+      cap = row["vram"].get<uint64_t>();
+    }
+  }
+  ASSERT_GT(cap, 0u);
+  const nlohmann::json capped =
+      ok_json("plan" + model() + kWorkload + rt +
+              " --what-if link=5GB/s,vram=" + std::to_string(cap) + " --json");
+  ASSERT_FALSE(capped["sweep"].empty());
+  for (const auto& row : capped["sweep"]) EXPECT_LE(row["vram"].get<uint64_t>(), cap);
+  EXPECT_EQ(capped["sweep"].back()["vram"].get<uint64_t>(), cap);
+
+  // Text: the header lines say projection, every line of the report is marked.
+  const testing::CliRun text =
+      testing::run_ferry("plan" + model() + kWorkload + " --what-if rtx-4080");
+  ASSERT_EQ(text.code, 0) << text.err;
+  std::istringstream lines(text.out);
+  std::string line;
+  int marked = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_TRUE(line.rfind("projection", 0) == 0 || line.rfind("projected | ", 0) == 0) << line;
+    ++marked;
+  }
+  EXPECT_GT(marked, 10);
+  EXPECT_NE(text.out.find("assumed: the H200's"), std::string::npos) << text.out;
+
+  for (const char* bad : {" --what-if rtx-9090", " --what-if link=5", " --what-if fast=1"}) {
+    const testing::CliRun r = testing::run_ferry("plan" + model() + kWorkload + bad);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(r.err.rfind("ferry plan: invalid argument: --what-if: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST_F(PlanCli, AMeasuredProfileRoundTrips) {

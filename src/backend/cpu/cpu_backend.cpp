@@ -128,6 +128,12 @@ class CpuBackend final : public Backend {
     return r;
   }
 
+  PlatformFacts platform_facts() const override {
+    PlatformFacts f = Backend::platform_facts();
+    if (options_.integrated) f.integrated = *options_.integrated;
+    return f;
+  }
+
   std::unique_ptr<Stream> create_stream() override {
     const uint64_t n = stream_counter_.fetch_add(1);
     return std::make_unique<cpu::CpuStream>(options_.max_delay_us,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "backend/backend.h"
 
@@ -16,6 +17,9 @@ struct CpuBackendOptions {
   // Test hook: register_host refuses, as a platform that cannot register file pages does (the
   // host tier then falls back to its bounce ring).
   bool refuse_host_registration = false;
+  // Test hook: what platform_facts() says of `integrated` (a faked device attribute, as an
+  // integrated GPU's cudaDevAttrIntegrated gives it). Empty: nothing, as the base says.
+  std::optional<bool> integrated = std::nullopt;
 };
 
 std::unique_ptr<Backend> create_cpu_backend(const CpuBackendOptions& options = {});
