@@ -120,6 +120,10 @@ Result<SessionOptions> session_options(const SessionArgs& a, const ModelWeights&
   if (!a.mapped.empty()) {
     FERRY_ASSIGN_OR_RETURN(o.plan.mapped, group_names("--map", a.mapped));
   }
+  o.compress_at_open = a.compress_at_open;
+  if (!a.compressed.empty()) {
+    FERRY_ASSIGN_OR_RETURN(o.plan.compressed, group_names("--compressed", a.compressed));
+  }
   o.streaming.poison_slots = a.check_streams;
   if (a.check_streams) o.streaming.bounce.max_fill_delay_us = 200;
   return o;
@@ -134,18 +138,24 @@ Result<Profile> read_profile_file(const std::string& path) {
 
 namespace {
 
-// Consecutive groups with the same placement, as "text.layers.0..3" runs.
-std::vector<std::pair<Placement, std::string>> runs_of(const Plan& plan,
-                                                       const ModelWeights& weights) {
-  std::vector<std::pair<Placement, std::string>> runs;
+// Consecutive groups with the same placement and form, as "text.layers.0..3" runs; the first
+// of each pair is "resident", "streamed compressed", ...
+std::vector<std::pair<std::string, std::string>> runs_of(const Plan& plan,
+                                                         const ModelWeights& weights) {
+  std::vector<std::pair<std::string, std::string>> runs;
   size_t i = 0;
+  auto same = [&](size_t a, size_t b) {
+    return plan.placement[a] == plan.placement[b] && form_of(plan, a) == form_of(plan, b);
+  };
   while (i < weights.groups.size()) {
     size_t j = i + 1;
-    while (j < weights.groups.size() && plan.placement[j] == plan.placement[i]) ++j;
+    while (j < weights.groups.size() && same(i, j)) ++j;
     std::string names = weights.groups[i].name;
     if (j - i > 1) names += " .. " + weights.groups[j - 1].name;
     names += " (" + std::to_string(j - i) + ")";
-    runs.emplace_back(plan.placement[i], names);
+    std::string where = placement_name(plan.placement[i]);
+    if (form_of(plan, i) == Form::compressed) where += " compressed";
+    runs.emplace_back(where, names);
     i = j;
   }
   return runs;
@@ -167,8 +177,12 @@ void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,
                  binary_bytes(streamed_bytes(plan, weights)).c_str(),
                  binary_bytes(host_bytes(plan, weights)).c_str());
   }
-  for (const auto& [placement, names] : runs_of(plan, weights)) {
-    std::fprintf(out, "  %-9s %s\n", placement_name(placement), names.c_str());
+  for (const auto& [where, names] : runs_of(plan, weights)) {
+    std::fprintf(out, "  %-9s %s\n", where.c_str(), names.c_str());
+  }
+  if (plan.staging > 0) {
+    std::fprintf(out, "staging    %d buffer%s of %s for compressed copies\n", plan.staging,
+                 plan.staging == 1 ? "" : "s", binary_bytes(plan.staging_bytes).c_str());
   }
   if (!plan.cached.empty()) {
     uint64_t bytes = 0, need = 0;
@@ -216,6 +230,13 @@ nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& w
   j["resident"] = resident;
   j["streamed"] = streamed;
   j["host"] = host;
+  std::vector<std::string> compressed;
+  for (size_t i = 0; i < weights.groups.size(); ++i) {
+    if (form_of(plan, i) == Form::compressed) compressed.push_back(weights.groups[i].name);
+  }
+  j["compressed"] = compressed;
+  j["staging"] = plan.staging;
+  j["staging_bytes"] = plan.staging_bytes;
   auto cached = nlohmann::ordered_json::array();
   for (const CacheEntry& e : plan.cached) {
     cached.push_back(

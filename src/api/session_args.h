@@ -30,6 +30,8 @@ struct SessionArgs {
   std::string register_piece = "256MiB";  // --register-piece: 0 for whole shards
   int64_t register_threads = 1;           // --register-threads: 0 for all before planning
   bool check_streams = false;             // CPU: poisoned slots and random stream delays
+  bool compress_at_open = false;          // --compress-at-open: every group encoded at open
+  std::string compressed;  // --compressed: groups run compressed, as --resident names them
 };
 
 // The options a session opens with (the inference options are the caller's).
@@ -40,7 +42,8 @@ Result<SessionOptions> session_options(const SessionArgs& args, const ModelWeigh
 // the session plans).
 Result<Profile> read_profile_file(const std::string& path);
 
-// The plan, one line per run of consecutive groups with the same placement, and the memory.
+// The plan, one line per run of consecutive groups with the same placement and form, and the
+// memory.
 void print_plan(std::FILE* out, const Plan& plan, const ModelWeights& weights,
                 const MemoryBudget& memory);
 nlohmann::ordered_json plan_summary_json(const Plan& plan, const ModelWeights& weights,

@@ -288,6 +288,7 @@ void plan(const PlanArgs& a) {
     if (*runtime == 0) report.fail("--runtime must be more than 0 bytes");
     SessionOptions with_candidates = so;
     with_candidates.plan.map_candidates = ctx.map_candidates;
+    with_candidates.plan.compressed_bytes = ctx.schedule.compressed_bytes;
     ctx = report.check(
         planning_context(*backend, m.config, weights, w, with_candidates, *runtime, ctx.in_place));
   }

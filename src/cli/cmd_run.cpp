@@ -185,6 +185,11 @@ void dry_run(const RunArgs& a, const ModelDescription& model, const Workload& w,
              const std::vector<Call>& calls, const SessionOptions& so) {
   const ModelConfig& config = model.config;
   const ModelWeights& weights = model.weights;
+  if (so.compress_at_open) {
+    report.fail(
+        "--dry-run opens no checkpoint, so it encodes no group: `ferry plan --compress-at-open` "
+        "shows a plan with compressed groups");
+  }
   std::unique_ptr<Backend> backend =
       report.check(backend_from_flag(a.backend, a.session.check_streams));
   // The runtime's share as it stands now (no checkpoint is opened: the host tier is assumed to

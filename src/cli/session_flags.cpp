@@ -40,6 +40,15 @@ void add_session_options(CLI::App* cmd, api::SessionArgs* a) {
                   "(the map path: no device copy, no slot), on top of the plan; names as for "
                   "--resident; groups of several tensors need a packed checkpoint (`ferry pack`)")
       ->check(not_empty());
+  cmd->add_flag("--compress-at-open", a->compress_at_open,
+                "Encode every weight group losslessly at open (docs/compression.md), so that "
+                "groups may run compressed: a development path until compressed checkpoints are "
+                "read (it encodes the whole model at every open)");
+  cmd->add_option("--compressed", a->compressed,
+                  "These groups run compressed (decoded into a slot before each call), in the "
+                  "placement the plan gives them; names as for --resident; needs "
+                  "--compress-at-open")
+      ->check(not_empty());
   cmd->add_option("--plan", a->plan_file, "A plan file (`ferry plan` writes them)");
   cmd->add_option("--host-path", a->host_path,
                   "How weights leave host memory: auto (registered read-only where possible, "

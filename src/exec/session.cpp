@@ -101,7 +101,8 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
   planning.plan.map_candidates = s->tier_.in_place_groups(weights);
   if (options.compress_at_open) {
     ThreadPool pool(0);
-    FERRY_ASSIGN_OR_RETURN(CompressedGroups encoded, encode_groups(weights, s->tier_, &pool));
+    FERRY_ASSIGN_OR_RETURN(CompressedGroups encoded,
+                           encode_groups(weights, s->tier_, &pool, {}, &backend));
     s->compressed_ = std::make_unique<CompressedGroups>(std::move(encoded));
     planning.plan.compressed_bytes.clear();
     for (size_t g = 0; g < weights.groups.size(); ++g) {

@@ -18,8 +18,12 @@ class ThreadPool;
 // Every group of `weights` encoded (options.pool is replaced by `pool`: segments on its threads;
 // null: this thread). The bytes are read from `tier`'s mapping with guarded reads, so a file that
 // changes under the encoder is an io error naming it; a tensor the tier cannot place is its
-// error; each error names the group.
+// error; each error names the group. With `page_locked`, the compressed bytes end in one buffer
+// of its allocate_host (page-locked on CUDA, so that staged copies run at the link's speed and
+// asynchronously), each group at a multiple of 256 bytes, moved there group by group (the peak
+// is the total plus the largest group); the CompressedGroups then must not outlive that backend.
 Result<CompressedGroups> encode_groups(const ModelWeights& weights, const HostTier& tier,
-                                       ThreadPool* pool, compress::EncodeOptions options = {});
+                                       ThreadPool* pool, compress::EncodeOptions options = {},
+                                       Backend* page_locked = nullptr);
 
 }  // namespace ferry

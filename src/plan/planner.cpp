@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "plan/forms.h"
 #include "plan/lent_cache.h"
 #include "plan/lower_bound.h"
 #include "plan/plan_search.h"
@@ -9,13 +10,17 @@
 namespace ferry {
 namespace {
 
-// The plan with its lent cache (when the runner lends a region and the cache helps), priced.
+// The plan with its lent cache (when the runner lends a region and the cache helps) and its
+// streamed groups compressed (when the model has compressed forms, the staging buffers fit and
+// the predictor says it is faster), priced.
 Result<PlannerResult> finish(const ModelWeights& weights, const Schedule& s, Plan plan,
                              double start_s, int64_t evaluations, int64_t improvements,
-                             uint64_t lent_bytes) {
+                             uint64_t lent_bytes, uint64_t weight_budget) {
   PlannerResult r;
   FERRY_ASSIGN_OR_RETURN(
       r.plan, with_lent_cache_if_faster(weights, s, std::move(plan), lent_bytes, &evaluations));
+  FERRY_ASSIGN_OR_RETURN(r.plan, with_streamed_compressed_if_faster(weights, s, std::move(r.plan),
+                                                                    weight_budget, &evaluations));
   FERRY_ASSIGN_OR_RETURN(r.prediction, predict(weights, s, r.plan));
   r.start_s = start_s < 0 ? r.prediction.total_s : start_s;
   r.evaluations = evaluations;
@@ -67,7 +72,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
                       "plan: neither sequential nor pipelined streaming is allowed");
   }
   if (weight_budget >= weights.total_bytes()) {
-    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0, 0);
+    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0, 0, weight_budget);
   }
   const uint64_t need = smallest_working_budget(schedule, options.allow_sequential);
   if (weight_budget < need) {
@@ -84,7 +89,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
     if (schedule.host_allowed[g]) all.resident[g] = 0;
   }
   if (search.fits(all)) {  // nothing crosses the link: no plan computes less
-    return finish(weights, schedule, search.to_plan(all), -1, 0, 0, 0);
+    return finish(weights, schedule, search.to_plan(all), -1, 0, 0, 0, weight_budget);
   }
   std::optional<SearchState> best;
   double best_s = 0;
@@ -103,7 +108,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
   const double start_s = best_s;
   const int64_t improvements = search.run(*best, best_s);
   return finish(weights, schedule, search.to_plan(*best), start_s, search.evaluations(),
-                improvements, options.lent_bytes);
+                improvements, options.lent_bytes, weight_budget);
 }
 
 Result<PlannerResult> make_plan(const ModelWeights& weights, const std::vector<Call>& calls,

@@ -28,13 +28,14 @@ std::vector<uint8_t> raw_layout(const HostTier& tier, const WeightGroup& g) {
   return out;
 }
 
-void expect_round_trip(const char* preset) {
+void expect_round_trip(const char* preset, bool in_host_buffer) {
   TinyCheckpoint m(preset, "encode");
   auto backend = create_cpu_backend({.threads = 2});
   auto tier = HostTier::open(*backend, m.checkpoint(), HostPath::pageable);
   ASSERT_TRUE(tier.ok()) << tier.error().to_string();
   ThreadPool pool(2);
-  auto groups = encode_groups(m.weights(), *tier, &pool);
+  auto groups =
+      encode_groups(m.weights(), *tier, &pool, {}, in_host_buffer ? backend.get() : nullptr);
   ASSERT_TRUE(groups.ok()) << groups.error().to_string();
   ASSERT_EQ(groups->size(), m.weights().groups.size());
   int coded = 0;
@@ -42,6 +43,9 @@ void expect_round_trip(const char* preset) {
     const WeightGroup& group = m.weights().groups[g];
     ASSERT_TRUE(groups->has(g)) << group.name;
     EXPECT_EQ(groups->layout(g).decoded_size, group.bytes) << group.name;
+    if (in_host_buffer) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(groups->bytes(g).data()) % 256, 0u) << group.name;
+    }
     std::vector<uint8_t> decoded(group.bytes);
     ASSERT_TRUE(compress::decode_group(groups->bytes(g), decoded).ok()) << group.name;
     EXPECT_TRUE(decoded == raw_layout(*tier, group)) << group.name;
@@ -53,11 +57,16 @@ void expect_round_trip(const char* preset) {
 }
 
 TEST(EncodeGroups, EveryGroupOfQwen3TinyDecodesToItsLayout) {
-  expect_round_trip("qwen3-tiny");
+  expect_round_trip("qwen3-tiny", false);
 }
 
 TEST(EncodeGroups, EveryGroupOfAlpamayoTinyDecodesToItsLayout) {
-  expect_round_trip("alpamayo-tiny");
+  expect_round_trip("alpamayo-tiny", false);
+}
+
+// In one buffer of the backend's host memory (page-locked on CUDA), each group 256-aligned.
+TEST(EncodeGroups, InTheBackendsHostMemoryTheBytesAreTheSame) {
+  expect_round_trip("qwen3-tiny", true);
 }
 
 TEST(EncodeGroups, ATensorTheTierCannotPlaceIsAnErrorNamingTheGroup) {

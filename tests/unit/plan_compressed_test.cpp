@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "plan/forms.h"
 #include "plan/lent_cache.h"
 #include "plan/plan.h"
 #include "plan/predictor.h"
@@ -249,6 +250,39 @@ TEST(PlanCompressed, UnmeasuredDecodeTimesAreModelled) {
   ASSERT_TRUE(set_compressed(s, sizes, t.profile).ok());
   EXPECT_DOUBLE_EQ(s.decode_s[0], 1024 / 1e6);
   EXPECT_FALSE(set_compressed(s, std::vector<uint64_t>{1, 2}, t.profile).ok());
+}
+
+// The planner's last step streams groups compressed only where the predictor says it is faster
+// and the staging buffers fit: the toy above with A streamed raw takes 4.0 ms (two 1 ms copies);
+// A compressed, 3.7 ms (above) with two staging buffers or one.
+TEST(PlanCompressed, ThePlannerStreamsCompressedWhereItIsFasterAndFits) {
+  ToyBuilder b(1e6);
+  const int a = b.group("text.layers.0", GroupKind::decoder_layer, 1024, 1e-3);
+  const int c = b.group("text.layers.1", GroupKind::decoder_layer, 1024, 1e-3);
+  b.exe(a, Phase::prefill, 1e-3).exe(c, Phase::prefill, 1e-3);
+  b.step({a, c, a}, Phase::prefill, 0);
+  Toy t = b.build();
+  t.profile.groups[0].decode_s = 0.2e-3;
+  Schedule s = t.schedule();
+  const std::vector<uint64_t> sizes{512, 512};
+  ASSERT_TRUE(set_compressed(s, sizes, t.profile).ok());
+  const Plan raw = plan_with_resident(t.weights, {"text.layers.1"}, StreamMode::pipelined).value();
+  EXPECT_NEAR(predict(t.weights, s, raw)->total_s, 4.0e-3, 1e-12);
+  ASSERT_EQ(plan_weight_device_bytes(raw, t.weights, sizes), 3072u);
+  Plan got = with_streamed_compressed_if_faster(t.weights, s, raw, 4096).value();
+  EXPECT_EQ(form_of(got, 0), Form::compressed);
+  EXPECT_EQ(form_of(got, 1), Form::raw);  // resident: not considered yet
+  EXPECT_EQ(got.staging, 2);
+  EXPECT_NEAR(predict(t.weights, s, got)->total_s, 3.7e-3, 1e-12);
+  got = with_streamed_compressed_if_faster(t.weights, s, raw, 3584).value();
+  EXPECT_EQ(got.staging, 1);
+  EXPECT_EQ(with_streamed_compressed_if_faster(t.weights, s, raw, 3583).value(), raw);
+  // A decode slower than the copy it saves: raw stays.
+  t.profile.groups[0].decode_s = 5e-3;
+  ASSERT_TRUE(set_compressed(s, sizes, t.profile).ok());
+  EXPECT_EQ(with_streamed_compressed_if_faster(t.weights, s, raw, 1 << 20).value(), raw);
+  // No compressed sizes in the schedule: nothing to choose.
+  EXPECT_EQ(with_streamed_compressed_if_faster(t.weights, t.schedule(), raw, 1 << 20).value(), raw);
 }
 
 }  // namespace

@@ -57,7 +57,16 @@ std::vector<Case> cases(const TinyCheckpoint& m) {
     if (i % 2 == 0) every_other.push_back(streamable[i]);
     if (i % 4 < 2) resident_half.push_back(streamable[i]);
   }
+  // The bounce path: raw copies enqueued by the ring's worker thread on the copy stream that the
+  // staged copies share.
+  SessionOptions bounce = compressed_plan(resident_half, every_other);
+  bounce.host_path = HostPath::bounce;
+  bounce.streaming.bounce.buffers = 2;
+  bounce.streaming.bounce.buffer_bytes = 64 << 10;
+  bounce.streaming.bounce.fill_threads = 2;
+  bounce.streaming.bounce.max_fill_delay_us = 20;
   return {
+      {"mixed, bounce path", bounce},
       {"all resident compressed", compressed_plan(all, all)},
       {"all streamed compressed", compressed_plan({}, streamable)},
       {"all streamed compressed, one staging buffer",
@@ -86,7 +95,7 @@ TEST_P(StreamingCompressed, EveryPlanGivesTheAllResidentBytes) {
     expect_same(*got, *want, c.what);
   }
   // Graphs off: every op launched alone, the same bytes.
-  SessionOptions off = cases(m)[3].options;
+  SessionOptions off = cases(m)[4].options;
   off.inference.exec.graphs = false;
   auto got = m.run(off, testing::hostile_streams());
   ASSERT_TRUE(got.ok()) << got.error().to_string();
@@ -98,7 +107,7 @@ TEST_P(StreamingCompressed, EveryPlanGivesTheAllResidentBytes) {
 TEST_P(StreamingCompressed, DecodesAndCompressedBytesAreCounted) {
   TinyCheckpoint m(GetParam(), "compressed_counts");
   auto backend = create_cpu_backend();
-  const SessionOptions o = cases(m)[3].options;  // mixed
+  const SessionOptions o = cases(m)[4].options;  // mixed
   auto s = m.open(*backend, o);
   ASSERT_TRUE(s.ok()) << s.error().to_string();
   ASSERT_NE((*s)->compressed(), nullptr);
@@ -139,7 +148,7 @@ TEST_P(StreamingCompressed, TheBudgetHoldsTheCompressedPlan) {
   base.inference.keep_all_logits = true;
   auto want = m.run(base);
   ASSERT_TRUE(want.ok());
-  SessionOptions o = cases(m)[3].options;
+  SessionOptions o = cases(m)[4].options;
   // The plan's own total, exactly: a byte less is refused.
   uint64_t need = 0;
   {
