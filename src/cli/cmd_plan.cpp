@@ -133,7 +133,7 @@ std::vector<uint64_t> sweep_budgets(const PlanArgs& a, const ModelWeights& weigh
     const uint64_t room = cap - fixed;
     const bool cut = out.back() > room;
     std::erase_if(out, [&](uint64_t b) { return b > room; });
-    if (cut) out.push_back(room);
+    if (cut && (out.empty() || out.back() < room)) out.push_back(room);
   }
   return out;
 }
@@ -160,12 +160,10 @@ void sweep(const PlanArgs& a, const OpenModel& m, const Workload& w, const Plann
   if (!a.plot.empty()) {
     const std::string what =
         std::string(architecture_name(m.config.arch)) + ", " + describe_workload(w, m.config);
-    report.check(
-        write_file_atomic(a.plot, wi ? sweep_svg(rows,
-                                                 "PROJECTION for " + wi->repricing.target.label +
-                                                     " (from " + ctx.profile.device + "): " + what,
-                                                 "predicted (projection)")
-                                     : sweep_svg(rows, "ferry plan --sweep: " + what)));
+    report.check(write_file_atomic(
+        a.plot, wi ? sweep_svg(rows, "PROJECTION for " + ctx.profile.device + ": " + what,
+                               "predicted (projection)")
+                   : sweep_svg(rows, "ferry plan --sweep: " + what)));
   }
   if (a.json) {
     nlohmann::ordered_json j;

@@ -19,13 +19,6 @@ Result<WhatIf> what_if_context(Backend& backend, const ModelConfig& config,
   WhatIf w;
   FERRY_ASSIGN_OR_RETURN(w.repricing,
                          reprice_profile(ctx.profile, weights, ctx.calls, costs, target));
-  if (ctx.profile.source != "measured") {
-    w.repricing.link.from_what = ctx.profile.source;
-    if (w.repricing.memory.from_what == "measured")
-      w.repricing.memory.from_what = ctx.profile.source;
-    if (w.repricing.compute.from_what == "measured")
-      w.repricing.compute.from_what = ctx.profile.source;
-  }
   w.runtime_bytes = runtime_bytes;
   w.runtime_assumed = runtime_assumed;
   SessionOptions with = options;

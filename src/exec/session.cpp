@@ -116,10 +116,18 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
       if (g < planning.plan.map_candidates.size() && planning.plan.map_candidates[g])
         planning.plan.mapped.push_back(weights.groups[g].name);
     }
+    // Every group read in place: no weight needs a device byte, so no search under the budget
+    // (whose smallest working plan would still count a slot for the largest group).
+    if (planning.plan.mapped.size() == weights.groups.size()) {
+      planning.plan.resident = std::vector<std::string>{};
+    }
   }
   FERRY_ASSIGN_OR_RETURN(s->planned_,
                          plan_session_full(backend, config, weights, workload, planning, runtime,
                                            s->tier_.readable_in_place()));
+  if (unified.map_in_layout && planning.plan.resident && !options.plan.resident) {
+    s->planned_.origin = "integrated GPU: every group read in place";
+  }
   s->planned_.device_note = unified.message;
   times.plan_s = lap(last);
   times.plan_context_s = s->planned_.context_s;
@@ -143,7 +151,10 @@ Result<std::unique_ptr<Session>> Session::open(Backend& backend, const ModelConf
       SessionOptions again = planning;
       again.plan.map_candidates = s->tier_.in_place_groups(weights);
       // An integrated device's in-place reads need the tier read in place: copied instead.
-      if (unified.map_in_layout) again.plan.mapped = options.plan.mapped;
+      if (unified.map_in_layout) {
+        again.plan.mapped = options.plan.mapped;
+        again.plan.resident = options.plan.resident;
+      }
       // The region was reserved with the page tables of a tier read in place set apart.
       if (vram) again.vram = *vram - std::min(*vram, tables);
       FERRY_ASSIGN_OR_RETURN(s->planned_,

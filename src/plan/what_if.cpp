@@ -172,14 +172,15 @@ Result<Repricing> reprice_profile(const Profile& measured, const ModelWeights& w
   // The source's figures: published where the table knows its device (like against like),
   // measured otherwise.
   const NamedCard* source = find_card(measured.device);
+  const std::string& own = measured.source;  // "measured" or "estimated"
   r.link = {measured.link_bytes_per_s,
-            target.figures.link_bytes_per_s.value_or(measured.link_bytes_per_s), "measured"};
+            target.figures.link_bytes_per_s.value_or(measured.link_bytes_per_s), own};
   if (source != nullptr) {
     r.memory = {source->memory_bandwidth, 0, "published"};
     r.compute = {source->peak_flops, 0, "published"};
   } else {
-    r.memory = {measured.memory_bandwidth, 0, "measured"};
-    r.compute = {measured.peak_flops, 0, "measured"};
+    r.memory = {measured.memory_bandwidth, 0, own};
+    r.compute = {measured.peak_flops, 0, own};
   }
   r.memory.to = target.figures.memory_bandwidth.value_or(r.memory.from);
   r.compute.to = target.figures.peak_flops.value_or(r.compute.from);

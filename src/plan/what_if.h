@@ -84,7 +84,8 @@ Result<WhatIfTarget> parse_what_if(std::string_view spec);
 struct ScaledFigure {
   double from = 0;        // the source's figure used for the ratio
   double to = 0;          // the target's
-  std::string from_what;  // "measured" or "published"
+  std::string from_what;  // "published" (the card table's), else the profile's source:
+                          // "measured" or "estimated"
 };
 
 struct Repricing {

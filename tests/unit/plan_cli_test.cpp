@@ -284,6 +284,16 @@ TEST_F(PlanCli, AWhatIfIsAProjectionForTheTarget) {
   EXPECT_GT(marked, 10);
   EXPECT_NE(text.out.find("assumed: the H200's"), std::string::npos) << text.out;
 
+  // An integrated card: every group read in place, priced as all resident; no budget to sweep.
+  const nlohmann::json orin =
+      ok_json("plan" + model() + kWorkload + " --what-if jetson-orin --json");
+  EXPECT_EQ(orin["what_if"]["integrated"], true);
+  EXPECT_EQ(orin["origin"], "all resident");
+  EXPECT_EQ(orin["prediction"]["copies"].get<int64_t>(), 0);
+  EXPECT_EQ(
+      testing::run_ferry("plan" + model() + kWorkload + " --what-if jetson-orin --vram 1GiB").code,
+      2);
+
   for (const char* bad : {" --what-if rtx-9090", " --what-if link=5", " --what-if fast=1"}) {
     const testing::CliRun r = testing::run_ferry("plan" + model() + kWorkload + bad);
     EXPECT_EQ(r.code, 2) << bad;

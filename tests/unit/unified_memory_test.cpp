@@ -118,6 +118,17 @@ TEST(UnifiedMemory, AnIntegratedSessionReadsEveryPackedGroupInPlace) {
   const InferenceResult got = (*s)->run().value();
   testing::expect_same(got, want, "integrated, packed");
   EXPECT_EQ((*s)->streaming().bytes_copied, 0u);
+  EXPECT_EQ(sp.origin, "integrated GPU: every group read in place");
+
+  // A budget of ferry's own buffers and a MiB: the weights read in place need none of it.
+  SessionOptions tight = o;
+  tight.vram = sp.memory.total() + (uint64_t{1} << 20);
+  auto fresh = create_cpu_backend(faked);  // a budget is reserved before anything is allocated
+  auto small = Session::open(*fresh, tiny.config(), w, ck, tiny.workload(), tight);
+  ASSERT_TRUE(small.ok()) << small.error().to_string();
+  EXPECT_TRUE(has((*small)->planned().device_note, "bounds ferry's own allocations"))
+      << (*small)->planned().device_note;
+  testing::expect_same((*small)->run().value(), want, "integrated, packed, tight budget");
 
   // Unpacked: the groups of one tensor are in layout, the rest copied (resident here).
   auto unpacked = tiny.open(*integrated, o);
