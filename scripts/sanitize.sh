@@ -43,6 +43,18 @@ TSAN_TESTS=(
   'PlannerSessions\.' 'PlannerSessionOptions\.' 'EarlyStop[A-Za-z]*\.' 'Timelines\.'
 )
 
+# Tests of those suites ThreadSanitizer does not run, each with its reason:
+# - StreamingChecks.AMissingWaitChangesTheOutput, ...AMissingBounceWaitChangesTheOutput: they
+#   leave a stream wait out on purpose and require the output to change, i.e. they are a data
+#   race by design (the checks that a missing wait is caught); TSan rightly reports it.
+# - StreamingBudget.ThePlannedPlanFitsEveryBudgetOfTheRealModel: plans the full-size models at
+#   every budget (pure planning, one thread); ~10 minutes under TSan, past the test timeout.
+#   It runs in the normal and the ASan builds.
+TSAN_EXCLUDE=(
+  'StreamingChecks\.AMissingWaitChangesTheOutput' 'StreamingChecks\.AMissingBounceWaitChangesTheOutput'
+  'StreamingBudget\.ThePlannedPlanFitsEveryBudgetOfTheRealModel'
+)
+
 # alternatives RE...: one extended regex matching any of them as a whole test's suite name
 # (gtest_discover_tests names tests "Suite.Test", parameterized "Prefix/Suite.Test/N").
 alternatives() {
@@ -71,11 +83,12 @@ configure_build() {
 
 # run_tests NAME DIR CTEST-ARGS...: the tests as ctest runs them in CI (one process each, one
 # per core at a time), with the sanitizer's options already in the environment.
+runner=()  # a command the tests' ctest runs under (setarch -R for TSan)
 run_tests() {
   local name=$1 dir=$2
   shift 2
   local log=$dir/$name-ctest.log
-  if ! ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@" >"$log" 2>&1; then
+  if ! "${runner[@]}" ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@" >"$log" 2>&1; then
     grep -E '^[0-9]+% tests passed|\*\*\*|Failed|Exception' "$log" | tail -n 40 >&2 || true
     echo "sanitize: $name: FAILED; every failing test's output is in $log" >&2
     return 1
@@ -109,8 +122,15 @@ for w in "${which[@]}"; do
       configure_build "$dir" "-fsanitize=thread -fno-omit-frame-pointer"
       built=$SECONDS
       echo "== TSan: the threaded parts' tests"
+      # TSan needs its fixed address layout: with more than 28 bits of mmap randomization
+      # (newer kernels' default) it stops with "unexpected memory mapping". setarch -R turns
+      # randomization off for the test processes only (no privileges needed).
+      norandom=()
+      if setarch "$(uname -m)" -R true 2>/dev/null; then norandom=(setarch "$(uname -m)" -R); fi
+      runner=("${norandom[@]}")
       TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp \
-        run_tests tsan "$dir" -R "$(alternatives "${TSAN_TESTS[@]}")"
+        run_tests tsan "$dir" -R "$(alternatives "${TSAN_TESTS[@]}")" \
+        -E "^([A-Za-z0-9_]*/)?($(IFS='|'; echo "${TSAN_EXCLUDE[*]}"))(/[0-9]+)?$"
       ;;
     *)
       echo "sanitize: unknown '$w' (asan, tsan)" >&2
