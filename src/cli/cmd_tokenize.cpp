@@ -1,7 +1,8 @@
 // ferry tokenize --model DIR (--text T | --file F | --batch F) [--decode] [--skip-special]
-// [--json]: the ids of a text with the model's tokenizer.json, or with --decode the text of ids,
-// as llama.cpp's tokenize tool does. --batch reads a JSON list (of strings, or of id lists with
-// --decode) and prints a JSON list, so a test can check a whole corpus in one run.
+// [--add-special] [--json]: the ids of a text with the model's tokenizer.json (with
+// --add-special also the post-processor's BOS), or with --decode the text of ids, as llama.cpp's
+// tokenize tool does. --batch reads a JSON list (of strings, or of id lists with --decode) and
+// prints a JSON list, so a test can check a whole corpus in one run.
 #include <filesystem>
 #include <fstream>
 #include <iostream>

@@ -26,7 +26,7 @@ INSTANTIATE_TEST_SUITE_P(All, PresetRoundTrip, ::testing::ValuesIn(preset_names(
                          [](const auto& p) {
                            std::string s(p.param);
                            for (char& ch : s)
-                             if (ch == '-') ch = '_';
+                             if (ch == '-' || ch == '.') ch = '_';
                            return s;
                          });
 

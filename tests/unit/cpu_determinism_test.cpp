@@ -103,7 +103,7 @@ std::vector<std::vector<uint8_t>> run_every_op(int threads, uint64_t delay_seed,
   const TensorView pos = w.i32(50, 3, 4000);
   const TensorView cos = w.f32(50, 64);
   const TensorView sin = w.f32(50, 64);
-  ops.push_back(RopeTable{pos, cos, sin, 5e6f, 128, {24, 20, 20}});
+  ops.push_back(RopeTable{pos, cos, sin, 5e6f, 128, {24, 20, 20}, {}});
   const TensorView rq = w.bf16(50, 4 * 128);
   ops.push_back(Rope{rq, cos, sin, 4, 128, RopeMath::bf16});
   const TensorView rk = w.bf16(50, 2 * 128);

@@ -141,7 +141,7 @@ TEST_F(OpsValidate, RopeAndRopeTable) {
   bad.math = RopeMath::f32;  // fp32 arithmetic, still on bf16 data
   expect_error(bad, {"rope: x: expected dtype BF16, got F32"});
 
-  const RopeTable table{i32(0, 6, 3), f32(1, 6, 64), f32(2, 6, 64), 5e6f, 128, {24, 20, 20}};
+  const RopeTable table{i32(0, 6, 3), f32(1, 6, 64), f32(2, 6, 64), 5e6f, 128, {24, 20, 20}, {}};
   expect_ok(table);
   RopeTable tbad = table;
   tbad.pos = i32(0, 6, 1);
