@@ -247,6 +247,14 @@ TEST(CompressedCheckpointCli, PackInspectVerifyRunAndDecompress) {
     EXPECT_NE(refused.err.find("--decompress"), std::string::npos) << cmd << ": " << refused.err;
   }
 
+  // Packing it again as a raw checkpoint, or compressing it twice, says what to do instead.
+  for (const char* flag : {"--json", "--compress"}) {
+    auto again = run_ferry_args({"pack", z, (scratch.path() / "again").string(), flag});
+    EXPECT_EQ(again.code, 2) << flag << ": " << again.err;
+    EXPECT_EQ(lines(again.err), 1u) << again.err;
+    EXPECT_NE(again.err.find("--decompress"), std::string::npos) << again.err;
+  }
+
   const std::string back = (scratch.path() / "back").string();
   auto un = run_ferry_args({"pack", z, back, "--decompress", "--json"});
   ASSERT_EQ(un.code, 0) << un.err;
