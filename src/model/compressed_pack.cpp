@@ -194,7 +194,18 @@ Result<CompressReport> compress_checkpoint(const std::string& in, const std::str
   if (!spool_map.ok()) return fail(spool_map.error());
 
   std::vector<TensorToWrite> tensors;
+  uint64_t data_at = 0;  // the data starts at a multiple of kContainerGroupAlignment
   for (size_t g = 0; g < table.groups.size(); ++g) {
+    if (const uint64_t gap = (kContainerGroupAlignment - data_at % kContainerGroupAlignment) %
+                             kContainerGroupAlignment;
+        gap > 0) {
+      tensors.push_back({std::string(kContainerPadPrefix) + std::to_string(g),
+                         DType::u8,
+                         {static_cast<int64_t>(gap)},
+                         [](std::span<std::byte> d) { std::memset(d.data(), 0, d.size()); }});
+      data_at += gap;
+    }
+    data_at += spooled[g].second;
     TensorToWrite t;
     t.name = table.groups[g].tensor_name();
     t.dtype = DType::u8;
@@ -210,7 +221,8 @@ Result<CompressReport> compress_checkpoint(const std::string& in, const std::str
     report.compressed_bytes += c.bytes;
     ++report.stored_tensors;
   }
-  if (Status s = write_safetensors(file, tensors, container_metadata(table), kPackGroupAlignment);
+  if (Status s =
+          write_safetensors(file, tensors, container_metadata(table), kContainerGroupAlignment);
       !s.ok()) {
     return fail(s.error());
   }

@@ -98,12 +98,17 @@ TEST_P(CompressedCheckpointTest, RoundTripGivesBackEveryTensorByteForByte) {
   // The container: U8 group tensors and the stored ones, nothing else.
   const Checkpoint zc = Checkpoint::open(z.string()).value();
   ASSERT_TRUE(is_compressed_checkpoint(zc));
-  EXPECT_EQ(zc.entries().size(), packed->groups.size() + ignored);
+  size_t groups = 0, pads = 0;
   for (const auto& e : zc.entries()) {
     if (e.info->name.starts_with(kGroupTensorPrefix)) {
+      ++groups;
       EXPECT_EQ(e.info->dtype, DType::u8);
+      EXPECT_EQ(e.info->begin % kContainerGroupAlignment, 0u) << e.info->name;
     }
+    pads += e.info->name.starts_with(kContainerPadPrefix);
   }
+  EXPECT_EQ(groups, packed->groups.size());
+  EXPECT_EQ(zc.entries().size(), groups + pads + ignored);
 
   auto un = decompress_checkpoint(z.string(), back.string(), o);
   ASSERT_TRUE(un.ok()) << un.error().to_string();
