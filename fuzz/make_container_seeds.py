@@ -29,6 +29,8 @@ def container(names, stored=False):
         data = (GROUPS / n).read_bytes()
         decoded = struct.unpack_from("<Q", data, 8)[0]
         groups.append({"name": f"g{i}", "module": "text", "decoded_bytes": decoded})
+        if i > 0:  # zeros that align the next group, as the writer puts them
+            tensors.append((f"ferry.zpad.{i}", "U8", [16], bytes(16)))
         tensors.append((f"ferry.z.g{i}", "U8", [len(data)], data))
         if decoded >= 4:
             half = decoded // 4 * 2

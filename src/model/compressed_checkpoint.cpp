@@ -247,16 +247,23 @@ Status bind_to_header(const SafetensorsHeader& h, std::string_view label, Contai
                                     std::string(dtype_name(info.dtype)) +
                                     " with another shape than the table's");
     }
-    if (c.name.starts_with(kGroupTensorPrefix)) {
-      return table_error(label, "tensor " + c.name + ": a stored tensor's name takes the group " +
-                                    "prefix " + std::string(kGroupTensorPrefix));
+    if (c.name.starts_with(kGroupTensorPrefix) || c.name.starts_with(kContainerPadPrefix)) {
+      return table_error(label, "tensor " + c.name + ": a stored tensor's name takes a prefix " +
+                                    "the container keeps");
     }
     c.info = &info;
     ++named;
   }
+  for (const TensorInfo& info : h.tensors) {
+    if (info.name.starts_with(kContainerPadPrefix) && info.dtype == DType::u8 &&
+        info.shape.size() == 1) {
+      ++named;
+    }
+  }
   if (named != h.tensors.size()) {
     for (const TensorInfo& info : h.tensors) {
-      bool found = false;
+      bool found = info.name.starts_with(kContainerPadPrefix) && info.dtype == DType::u8 &&
+                   info.shape.size() == 1;
       if (info.name.starts_with(kGroupTensorPrefix)) {
         const std::string_view g = std::string_view(info.name).substr(kGroupTensorPrefix.size());
         for (const ContainerGroup& cg : t.groups) found = found || cg.name == g;
@@ -403,10 +410,11 @@ Result<ContainerTable> make_container_table(const ModelWeights& weights,
     c.dtype = tensors[i].dtype;
     c.shape = tensors[i].shape;
     c.bytes = tensor_bytes[i];
-    if (c.name.starts_with(kGroupTensorPrefix)) {
+    if (c.name.starts_with(kGroupTensorPrefix) || c.name.starts_with(kContainerPadPrefix)) {
       return make_error(ErrorCode::unsupported, "compress: tensor " + c.name +
-                                                    " takes the container's group prefix " +
-                                                    std::string(kGroupTensorPrefix));
+                                                    " takes a name the container keeps (" +
+                                                    std::string(kGroupTensorPrefix) + "*, " +
+                                                    std::string(kContainerPadPrefix) + "*)");
     }
     auto it = refs.find(c.name);
     if (it != refs.end()) {

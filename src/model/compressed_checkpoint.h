@@ -1,7 +1,8 @@
 // The compressed checkpoint (`ferry pack IN OUT --compress`, docs/compression.md "Compressed
 // checkpoint"): one safetensors file that generic tools still read, holding
 //   - one U8 tensor per weight group, `ferry.z.<group name>`: the group's layout (model/weights.h)
-//     encoded by compress/group_codec.h, in ModelWeights order;
+//     encoded by compress/group_codec.h, in ModelWeights order, each at a 4096-byte boundary of
+//     the file (zeros between them: U8 tensors `ferry.zpad.N`);
 //   - the checkpoint tensors no group holds (ignored buffers), stored raw under their own names;
 //   - in `__metadata__`: the container and codec names and versions, the group list, and the
 //     source checkpoint's tensor table (name, dtype, shape, and the pieces of each tensor in the
@@ -40,6 +41,10 @@ inline constexpr std::string_view kCodecVersionKey = "ferry.codec_version";
 inline constexpr std::string_view kTableKey = "ferry.table";
 inline constexpr std::string_view kSourceMetadataKey = "ferry.source_metadata";
 inline constexpr std::string_view kGroupTensorPrefix = "ferry.z.";
+// Zeros before a group tensor so that every group starts at a multiple of
+// kContainerGroupAlignment from the file's start (U8 [n]; a safetensors file has no holes).
+inline constexpr std::string_view kContainerPadPrefix = "ferry.zpad.";
+inline constexpr uint64_t kContainerGroupAlignment = 4096;
 
 // One weight group of the container: its U8 tensor and the size it decodes to.
 struct ContainerGroup {

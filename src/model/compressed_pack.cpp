@@ -65,6 +65,86 @@ std::span<const uint8_t> as_u8(std::span<const std::byte> b) {
   return {reinterpret_cast<const uint8_t*>(b.data()), b.size()};
 }
 
+// Each group gathered, encoded (its segments on the pool's threads), decoded back and compared,
+// then appended to `spool`: the container's header needs every size first, and a model's
+// compressed bytes need not fit in memory. Where each group lies in the spool (offset, size).
+Result<std::vector<std::pair<uint64_t, uint64_t>>> encode_groups(const Checkpoint& ck,
+                                                                 const ModelWeights& weights,
+                                                                 const CompressOptions& options,
+                                                                 AtomicFile& spool,
+                                                                 CompressReport& report) {
+  ThreadPool pool(options.threads);
+  compress::EncodeOptions eo;
+  eo.pool = &pool;
+  compress::DecodeOptions dopt;
+  dopt.pool = &pool;
+  std::vector<std::pair<uint64_t, uint64_t>> spooled;
+  uint64_t spool_end = 0;
+  std::vector<uint8_t> raw, back;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    const WeightGroup& group = weights.groups[g];
+    if (options.progress) options.progress(g, weights.groups.size());
+    FERRY_RETURN_IF_ERROR(check_interrupt("pack --compress"));
+    FERRY_RETURN_IF_ERROR(gather_group(ck, group, raw));
+    auto enc = compress::encode_group(raw, group_bf16(group), eo);
+    if (!enc.ok()) {
+      return make_error(enc.error().code,
+                        "compress group " + group.name + ": " + enc.error().message);
+    }
+    back.resize(raw.size());
+    Status d = compress::decode_group(*enc, back, dopt);
+    if (!d.ok() || back != raw) {
+      return make_error(ErrorCode::internal,
+                        "compress group " + group.name + ": does not decode to its bytes" +
+                            (d.ok() ? std::string() : ": " + d.error().message));
+    }
+    auto layout = compress::read_group_layout(*enc);
+    FERRY_RETURN_IF_ERROR(spool.write(enc->data(), enc->size()));
+    spooled.emplace_back(spool_end, enc->size());
+    spool_end += enc->size();
+    report.groups.push_back({group.name, group_module_name(group.kind), group.bytes, enc->size(),
+                             layout.ok() && layout->coded});
+  }
+  if (options.progress) options.progress(weights.groups.size(), weights.groups.size());
+  return spooled;
+}
+
+// The container's tensors: each group's bytes from the spool, starting at a multiple of
+// kContainerGroupAlignment (zeros before it where needed; the data starts at one), then the
+// stored tensors from the checkpoint.
+std::vector<TensorToWrite> container_tensors(
+    const ContainerTable& table, const Checkpoint& ck, const MappedFile& spool,
+    const std::vector<std::pair<uint64_t, uint64_t>>& spooled, CompressReport& report) {
+  std::vector<TensorToWrite> tensors;
+  uint64_t data_at = 0;
+  for (size_t g = 0; g < table.groups.size(); ++g) {
+    if (const uint64_t gap = (kContainerGroupAlignment - data_at % kContainerGroupAlignment) %
+                             kContainerGroupAlignment;
+        gap > 0) {
+      tensors.push_back({std::string(kContainerPadPrefix) + std::to_string(g),
+                         DType::u8,
+                         {static_cast<int64_t>(gap)},
+                         [](std::span<std::byte> d) { std::memset(d.data(), 0, d.size()); }});
+      data_at += gap;
+    }
+    const auto [at, size] = spooled[g];
+    data_at += size;
+    tensors.push_back({table.groups[g].tensor_name(),
+                       DType::u8,
+                       {static_cast<int64_t>(size)},
+                       copy_fill(spool.bytes().subspan(at, size), spool)});
+    report.compressed_bytes += size;
+  }
+  for (const ContainerTensor& c : table.tensors) {
+    if (!c.stored) continue;
+    const Checkpoint::Entry* e = ck.find(c.name);
+    tensors.push_back({c.name, c.dtype, c.shape, copy_fill(ck.data(*e), ck.mapping(*e))});
+    report.compressed_bytes += c.bytes;
+    ++report.stored_tensors;
+  }
+  return tensors;
+}
+
 Status check_folders(const std::string& in, const std::string& out) {
   std::error_code ec;
   if (!fs::is_directory(in, ec)) {
@@ -152,65 +232,17 @@ Result<CompressReport> compress_checkpoint(const std::string& in, const std::str
   if (!copied.ok()) return fail(copied.error());
   report.other_files = *copied;
 
-  // Each group encoded (its segments on the pool's threads), decoded back and compared, then
-  // spooled to a temporary beside the output: the container's header needs every size first,
-  // and a model's compressed bytes need not fit in memory.
   const std::string file = (fs::path(staged.path()) / "model.safetensors").string();
   auto spool = AtomicFile::create((fs::path(staged.path()) / "spool").string());
   if (!spool.ok()) return fail(spool.error());
-  ThreadPool pool(options.threads);
-  compress::EncodeOptions eo;
-  eo.pool = &pool;
-  compress::DecodeOptions dopt;
-  dopt.pool = &pool;
-  std::vector<std::pair<uint64_t, uint64_t>> spooled;  // offset, size
-  uint64_t spool_end = 0;
-  std::vector<uint8_t> raw, back;
-  for (size_t g = 0; g < weights.groups.size(); ++g) {
-    const WeightGroup& group = weights.groups[g];
-    if (options.progress) options.progress(g, weights.groups.size());
-    if (Status s = check_interrupt("pack --compress"); !s.ok()) return fail(s.error());
-    if (Status s = gather_group(ck, group, raw); !s.ok()) return fail(s.error());
-    auto enc = compress::encode_group(raw, group_bf16(group), eo);
-    if (!enc.ok())
-      return fail(make_error(enc.error().code,
-                             "compress group " + group.name + ": " + enc.error().message));
-    back.resize(raw.size());
-    Status d = compress::decode_group(*enc, back, dopt);
-    if (!d.ok() || back != raw) {
-      return fail(make_error(ErrorCode::internal,
-                             "compress group " + group.name + ": does not decode to its bytes" +
-                                 (d.ok() ? std::string() : ": " + d.error().message)));
-    }
-    auto layout = compress::read_group_layout(*enc);
-    if (Status s = spool->write(enc->data(), enc->size()); !s.ok()) return fail(s.error());
-    spooled.emplace_back(spool_end, enc->size());
-    spool_end += enc->size();
-    report.groups.push_back({group.name, group_module_name(group.kind), group.bytes, enc->size(),
-                             layout.ok() && layout->coded});
-  }
-  if (options.progress) options.progress(weights.groups.size(), weights.groups.size());
+  auto spooled = encode_groups(ck, weights, options, *spool, report);
+  if (!spooled.ok()) return fail(spooled.error());
   auto spool_map = MappedFile::open(spool->temp_path());
   if (!spool_map.ok()) return fail(spool_map.error());
-
-  std::vector<TensorToWrite> tensors;
-  for (size_t g = 0; g < table.groups.size(); ++g) {
-    TensorToWrite t;
-    t.name = table.groups[g].tensor_name();
-    t.dtype = DType::u8;
-    t.shape = {static_cast<int64_t>(spooled[g].second)};
-    t.fill = copy_fill(spool_map->bytes().subspan(spooled[g].first, spooled[g].second), *spool_map);
-    report.compressed_bytes += spooled[g].second;
-    tensors.push_back(std::move(t));
-  }
-  for (const ContainerTensor& c : table.tensors) {
-    if (!c.stored) continue;
-    const Checkpoint::Entry* e = ck.find(c.name);
-    tensors.push_back({c.name, c.dtype, c.shape, copy_fill(ck.data(*e), ck.mapping(*e))});
-    report.compressed_bytes += c.bytes;
-    ++report.stored_tensors;
-  }
-  if (Status s = write_safetensors(file, tensors, container_metadata(table), kPackGroupAlignment);
+  const std::vector<TensorToWrite> tensors =
+      container_tensors(table, ck, *spool_map, *spooled, report);
+  if (Status s =
+          write_safetensors(file, tensors, container_metadata(table), kContainerGroupAlignment);
       !s.ok()) {
     return fail(s.error());
   }

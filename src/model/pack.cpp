@@ -13,6 +13,7 @@
 #include "format/atomic_write.h"
 #include "format/fault_guard.h"
 #include "format/safetensors.h"
+#include "model/compressed_checkpoint.h"
 #include "model/config_json.h"
 
 namespace ferry {
@@ -224,6 +225,11 @@ Result<PackReport> pack_checkpoint(const std::string& in, const std::string& out
   FERRY_ASSIGN_OR_RETURN(ModelConfig config, load_config(in));
   FERRY_ASSIGN_OR_RETURN(ModelWeights weights, describe_weights(config));
   FERRY_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(in));
+  if (is_compressed_checkpoint(ck)) {
+    return make_error(ErrorCode::invalid_argument,
+                      in + ": is a compressed checkpoint (`ferry pack IN OUT --decompress` "
+                           "gives the raw one back)");
+  }
   FERRY_RETURN_IF_ERROR(bind_checkpoint(weights, ck));
   std::vector<TensorMeta> metas;
   std::vector<uint64_t> bytes;

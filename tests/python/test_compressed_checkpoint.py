@@ -32,7 +32,7 @@ def test_the_container_reads_as_safetensors(tmp_path):
         assert meta["ferry.codec"] == "ferry-bf16-exponent-rans"
         assert meta["ferry.codec_version"] == "1"
         table = json.loads(meta["ferry.table"])
-        keys = set(f.keys())
+        keys = {k for k in f.keys() if not k.startswith("ferry.zpad.")}  # alignment zeros
         assert keys == {"ferry.z." + g["name"] for g in table["groups"]}
         total = 0
         for g in table["groups"]:

@@ -3,6 +3,7 @@
 // opened container gives the model's groups; the commands read it; and a table of damaged
 // containers is each refused with one line naming the group or tensor.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,7 +12,9 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -98,12 +101,17 @@ TEST_P(CompressedCheckpointTest, RoundTripGivesBackEveryTensorByteForByte) {
   // The container: U8 group tensors and the stored ones, nothing else.
   const Checkpoint zc = Checkpoint::open(z.string()).value();
   ASSERT_TRUE(is_compressed_checkpoint(zc));
-  EXPECT_EQ(zc.entries().size(), packed->groups.size() + ignored);
+  size_t groups = 0, pads = 0;
   for (const auto& e : zc.entries()) {
     if (e.info->name.starts_with(kGroupTensorPrefix)) {
+      ++groups;
       EXPECT_EQ(e.info->dtype, DType::u8);
+      EXPECT_EQ(e.info->begin % kContainerGroupAlignment, 0u) << e.info->name;
     }
+    pads += e.info->name.starts_with(kContainerPadPrefix);
   }
+  EXPECT_EQ(groups, packed->groups.size());
+  EXPECT_EQ(zc.entries().size(), groups + pads + ignored);
 
   auto un = decompress_checkpoint(z.string(), back.string(), o);
   ASSERT_TRUE(un.ok()) << un.error().to_string();
@@ -247,6 +255,14 @@ TEST(CompressedCheckpointCli, PackInspectVerifyRunAndDecompress) {
     EXPECT_NE(refused.err.find("--decompress"), std::string::npos) << cmd << ": " << refused.err;
   }
 
+  // Packing it again as a raw checkpoint, or compressing it twice, says what to do instead.
+  for (const char* flag : {"--json", "--compress"}) {
+    auto again = run_ferry_args({"pack", z, (scratch.path() / "again").string(), flag});
+    EXPECT_EQ(again.code, 2) << flag << ": " << again.err;
+    EXPECT_EQ(lines(again.err), 1u) << again.err;
+    EXPECT_NE(again.err.find("--decompress"), std::string::npos) << again.err;
+  }
+
   const std::string back = (scratch.path() / "back").string();
   auto un = run_ferry_args({"pack", z, back, "--decompress", "--json"});
   ASSERT_EQ(un.code, 0) << un.err;
@@ -295,6 +311,55 @@ TEST(CompressedCheckpointCli, PackInspectVerifyRunAndDecompress) {
   EXPECT_NE(v["damaged_groups"][1].get<std::string>().find("ferry.z.text.layers.1.down"),
             std::string::npos);
   EXPECT_FALSE(v["ok"].get<bool>());
+}
+
+// --compress and --decompress on a full disk, and stopped by a signal at random points: OUT
+// never holds a checkpoint that inspect accepts unless the command completed, and nothing is
+// left behind (no staging folder, no spool).
+TEST(CompressedCheckpointCli, AnInterruptedPackLeavesNothingInspectAccepts) {
+  testing::ScratchDir scratch("ferry_zc_stop");
+  const fs::path root = scratch.path();
+  const fs::path in = make_checkpoint(root, "qwen3-tiny");
+  const fs::path z = root / "z";
+  ASSERT_EQ(run_ferry_args({"pack", in.string(), z.string(), "--compress"}).code, 0);
+  const fs::path out = root / "out";
+  int stopped = 0;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"pack", in.string(), out.string(), "--compress"},
+                                             {"pack", z.string(), out.string(), "--decompress"}}) {
+    const std::string& mode = args.back();
+    fs::remove_all(out);
+    const testing::Ended full =
+        run_ferry_args(args, {"LD_PRELOAD=" FERRY_ENOSPC_SHIM, "FERRY_SHIM_DISK_BYTES=4000000"});
+    EXPECT_EQ(full.code, 2) << mode << ": " << full.err;
+    EXPECT_FALSE(full.signaled) << mode;
+    EXPECT_NE(full.err.find("No space left on device"), std::string::npos) << full.err;
+    EXPECT_EQ(lines(full.err), 1u) << full.err;
+    EXPECT_NE(run_ferry_args({"inspect", out.string()}).code, 0) << mode;
+    for (const std::string& l : testing::leftovers(root)) ADD_FAILURE() << mode << ": left " << l;
+
+    std::mt19937 rng(7);
+    for (int i = 0; i < 4; ++i) {
+      fs::remove_all(out);
+      testing::FerryProcess p(args);
+      ASSERT_TRUE(p.wait_handlers());
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 400000));
+      p.signal(i % 2 == 0 ? SIGINT : SIGTERM);
+      const testing::Ended e = p.wait();
+      EXPECT_FALSE(e.signaled) << mode << ": " << e.err;
+      const testing::Ended inspect = run_ferry_args({"inspect", out.string()});
+      if (e.code == 0) {
+        EXPECT_EQ(inspect.code, 0) << mode << ": " << inspect.err;
+      } else {
+        ++stopped;
+        EXPECT_NE(inspect.code, 0) << mode << ": a stopped pack left a checkpoint at OUT";
+      }
+      for (const std::string& l : testing::leftovers(root)) {
+        ADD_FAILURE() << mode << " " << i << ": left " << l;
+      }
+    }
+  }
+  EXPECT_GT(stopped, 0);  // a run takes about a second: most signals come mid-work
 }
 
 }  // namespace

@@ -162,6 +162,20 @@ TEST_F(CompressedHostile, EveryLieIsRefusedWithOneLineNamingIt) {
   const uint64_t index = compress::kHeaderBytes + compress::kTableBytes;
 
   const std::string first = good_table["groups"][0]["name"];
+  // A tensor of the group with slack before the next 256-byte offset (a short norm): moved by 2
+  // bytes it stays inside its slot and overlaps nothing, so only the model's layout catches it.
+  size_t slack = SIZE_MAX;
+  for (size_t i : held) {
+    const json& p = good_table["tensors"][i]["pieces"];
+    if (p.size() == 1 && p[0][3].get<uint64_t>() % 256 != 0 &&
+        p[0][3].get<uint64_t>() % 256 <= 254) {
+      slack = i;
+    }
+  }
+  ASSERT_NE(slack, SIZE_MAX);
+  const std::string sn = good_table["tensors"][slack]["name"];
+  const std::string sn_named = std::string("tensor ").append(sn);
+  const std::string group_named = std::string("of group ").append(group);
   auto group_bytes = [gt](Container& c) -> std::vector<uint8_t>& { return c.find(gt)->bytes; };
   const std::vector<Case> cases = {
       {"container_name",
@@ -170,7 +184,7 @@ TEST_F(CompressedHostile, EveryLieIsRefusedWithOneLineNamingIt) {
        {"ferry.container", "is not ferry-compressed-checkpoint"}},
       {"container_version",
        {},
-       [](Container& c) { c.metadata[std::string(kContainerVersionKey)] = "9"; },
+       [](Container& c) { c.metadata[std::string(kContainerVersionKey)] = std::string(1, '9'); },
        {"container version"}},
       {"codec_name",
        {},
@@ -178,7 +192,7 @@ TEST_F(CompressedHostile, EveryLieIsRefusedWithOneLineNamingIt) {
        {"codec", "nvcomp-ans", "is not ferry-bf16-exponent-rans"}},
       {"codec_version",
        {},
-       [](Container& c) { c.metadata[std::string(kCodecVersionKey)] = "2"; },
+       [](Container& c) { c.metadata[std::string(kCodecVersionKey)] = std::string(1, '2'); },
        {"codec version"}},
       {"codec_missing",
        {},
@@ -362,7 +376,29 @@ TEST_F(CompressedHostile, EveryLieIsRefusedWithOneLineNamingIt) {
        [first](Container& c) { c.find("ferry.z." + first)->name = "ferry.z." + first + "_x"; },
        {"group #0 is " + first + "_x"},
        Stage::model},
+      {"tensor_not_where_the_model_puts_it",
+       [slack](json& t) {
+         auto& p = t["tensors"][slack]["pieces"][0];
+         p[1] = p[1].get<uint64_t>() + 2;
+       },
+       {},
+       {sn_named, group_named, "the model's layout puts it at"},
+       Stage::model},
+      {"pad_not_u8",
+       {},
+       [](Container& c) {
+         for (FileTensor& t : c.tensors) {
+           if (t.name.starts_with(kContainerPadPrefix)) {
+             t.dtype = DType::i8;
+             return;
+           }
+         }
+       },
+       {"ferry.zpad.", "not in the table"}},
   };
+  bool has_pad = false;
+  for (const FileTensor& t : good_->tensors) has_pad |= t.name.starts_with(kContainerPadPrefix);
+  ASSERT_TRUE(has_pad);
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     Container c = *good_;
