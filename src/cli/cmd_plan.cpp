@@ -276,19 +276,20 @@ void plan(const PlanArgs& a) {
   const Workload w = report.check(reference_workload(a.workload, m.config));
   const SessionOptions so = report.check(session_options(a.session, weights, InferenceOptions{}));
   std::unique_ptr<Backend> backend = report.check(backend_from_flag(a.backend));
-  PlanningContext ctx =
-      report.check(planning_context_now(*backend, m.config, weights, m.checkpoint, w, so));
-  if (!a.runtime.empty()) {
+  PlanningContext ctx;
+  if (a.runtime.empty()) {
+    ctx = report.check(planning_context_now(*backend, m.config, weights, m.checkpoint, w, so));
+  } else {
     // Another device's runtime and stream workspaces (this backend's own are not counted), and
-    // the page tables a registered tier takes there.
+    // its registered tier: read in place there, with page tables, whichever path this machine's
+    // tier would take (auto takes storage here when the checkpoint does not fit in memory).
     const Result<uint64_t> runtime = parse_size(a.runtime);
     if (!runtime.ok()) report.fail("--runtime: " + runtime.error().message);
     if (*runtime == 0) report.fail("--runtime must be more than 0 bytes");
-    SessionOptions with_candidates = so;
-    with_candidates.plan.map_candidates = ctx.map_candidates;
-    with_candidates.plan.compressed_bytes = ctx.schedule.compressed_bytes;
-    ctx = report.check(
-        planning_context(*backend, m.config, weights, w, with_candidates, *runtime, ctx.in_place));
+    SessionOptions with_compressed = so;  // the forms this session's encoding allows
+    with_compressed.plan.compressed_bytes = ctx.schedule.compressed_bytes;
+    ctx = report.check(planning_context_elsewhere(*backend, m.config, weights, m.checkpoint, w,
+                                                  with_compressed, *runtime));
   }
   std::optional<WhatIf> wi;
   if (target) {
@@ -385,8 +386,10 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--runtime", args->runtime,
                   "Plan for a device whose runtime and stream workspaces take SIZE beside ferry's "
                   "buffers (its plan's memory line: 466MiB on the H200, runtime 418 + stream "
-                  "workspaces 48) and whose registered checkpoint needs page tables: a GPU's plan, "
-                  "made on another machine (default: what this backend holds now)")
+                  "workspaces 48) and whose kernels read its registered checkpoint in place (page "
+                  "tables set apart): a GPU's plan, made on another machine, whichever host path "
+                  "this machine would take (--host-path is not read) (default: what this backend "
+                  "holds now)")
       ->check(not_empty());
   cmd->add_option("--what-if", args->what_if,
                   "Re-price the profile for another machine and print the projected curve (or "

@@ -205,6 +205,22 @@ Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig
                           runtime_bytes_now(backend), in_place);
 }
 
+Result<PlanningContext> planning_context_elsewhere(Backend& backend, const ModelConfig& config,
+                                                   const ModelWeights& weights,
+                                                   const Checkpoint& checkpoint,
+                                                   const Workload& workload,
+                                                   const SessionOptions& options,
+                                                   uint64_t runtime_bytes) {
+  SessionOptions with_candidates = options;
+  {
+    // Pageable: nothing registered, no bounce ring; the tier is opened only to read the layout.
+    FERRY_ASSIGN_OR_RETURN(HostTier tier, HostTier::open(backend, checkpoint, HostPath::pageable));
+    with_candidates.plan.map_candidates = tier.laid_out_groups(weights);
+  }
+  return planning_context(backend, config, weights, workload, with_candidates, runtime_bytes,
+                          /*in_place=*/true);
+}
+
 uint64_t PlanningContext::fixed_bytes() const {
   uint64_t fixed = runtime_bytes + host_page_tables + stream_bytes;
   for (const auto& [name, bytes] : runner) fixed += bytes;

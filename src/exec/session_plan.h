@@ -186,6 +186,19 @@ Result<PlanningContext> planning_context_now(Backend& backend, const ModelConfig
                                              const Checkpoint& checkpoint, const Workload& workload,
                                              const SessionOptions& options);
 
+// The context for a GPU on another machine (ferry plan --runtime): its runtime and stream
+// workspaces take `runtime_bytes`, and it registers the checkpoint, so its kernels read the host
+// tier in place (page tables set apart) and may map every group laid out as on the device. This
+// machine's own tier plays no part (options.host_path is not read): auto takes the storage path
+// here when the checkpoint does not fit in this machine's memory, and a plan priced on that tier
+// keeps nothing on the host.
+Result<PlanningContext> planning_context_elsewhere(Backend& backend, const ModelConfig& config,
+                                                   const ModelWeights& weights,
+                                                   const Checkpoint& checkpoint,
+                                                   const Workload& workload,
+                                                   const SessionOptions& options,
+                                                   uint64_t runtime_bytes);
+
 // A session's plan and what is known of it before it runs.
 struct SessionPlan {
   Plan plan;

@@ -215,6 +215,10 @@ Result<void*> HostTier::in_place(const WeightGroup& group) const {
     return make_error(ErrorCode::unsupported,
                       group.name + " cannot be read in place: the host tier is " + how_);
   }
+  return laid_out(group);
+}
+
+Result<void*> HostTier::laid_out(const WeightGroup& group) const {
   // The kernels find each tensor at base + its layout offset: the group's file range must be its
   // layout (one range from offset 0; `ferry pack` writes every group so).
   FERRY_ASSIGN_OR_RETURN(std::vector<HostCopy> c, copies(group));
@@ -228,10 +232,14 @@ Result<void*> HostTier::in_place(const WeightGroup& group) const {
 }
 
 std::vector<uint8_t> HostTier::in_place_groups(const ModelWeights& weights) const {
+  if (!in_place_) return std::vector<uint8_t>(weights.groups.size(), 0);
+  return laid_out_groups(weights);
+}
+
+std::vector<uint8_t> HostTier::laid_out_groups(const ModelWeights& weights) const {
   std::vector<uint8_t> out(weights.groups.size(), 0);
-  if (!in_place_) return out;
   for (size_t g = 0; g < weights.groups.size(); ++g) {
-    out[g] = in_place(weights.groups[g]).ok() ? 1 : 0;
+    out[g] = laid_out(weights.groups[g]).ok() ? 1 : 0;
   }
   return out;
 }

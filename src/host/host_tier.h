@@ -74,6 +74,9 @@ class HostTier {
   // Per group of `weights`: whether in_place(group) succeeds (the groups a plan may map). All
   // zero on a tier kernels cannot read.
   std::vector<uint8_t> in_place_groups(const ModelWeights& weights) const;
+  // Per group: whether its file range is its layout (one copy from offset 0), so that kernels on
+  // a tier they can read (this one or another machine's registered tier) could read it in place.
+  std::vector<uint8_t> laid_out_groups(const ModelWeights& weights) const;
 
   // The path in use: registered, bounce, pageable or storage (never automatic).
   HostPath path() const { return path_; }
@@ -113,6 +116,9 @@ class HostTier {
  private:
   // The bounce ring (bounce, automatic) or pageable: what is left when registration is not
   // asked for or was refused (`refused` says why; empty: not asked for).
+  // The address of `group`'s layout in the mapping, whether or not kernels can read it there:
+  // an error where its file range is not its layout.
+  Result<void*> laid_out(const WeightGroup& group) const;
   Status take_unregistered(Backend& backend, HostPath requested, std::string refused,
                            const BounceOptions& bounce);
 

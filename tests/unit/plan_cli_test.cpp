@@ -203,6 +203,28 @@ TEST_F(PlanCli, AnotherDevicesRuntimeIsSetApart) {
   }
 }
 
+// --runtime plans for the other device's registered tier, not this machine's: with --host-path
+// storage (what auto takes here when the checkpoint does not fit in this machine's memory) the
+// plan still reads the embedding on the host, sets page tables apart and is priced the same. Before
+// the fix such a plan kept every group off the host, and the H200's 8 GiB prediction rose from
+// 3.98 to 4.47 s on a machine with less free memory than the checkpoint.
+TEST_F(PlanCli, AnotherDevicesPlanIgnoresThisMachinesHostPath) {
+  const uint64_t vram = middle_budget();
+  ASSERT_GT(vram, 0u);
+  const std::string v = " --vram " + std::to_string(vram + (8u << 20)) + " --runtime 8MiB --json";
+  const nlohmann::json as_is = ok_json("plan" + model() + kWorkload + v);
+  ASSERT_FALSE(as_is["plan"]["host"].empty()) << as_is["plan"].dump();
+  for (const char* path : {" --host-path storage", " --host-path bounce"}) {
+    const nlohmann::json other = ok_json("plan" + model() + kWorkload + v + path);
+    ASSERT_FALSE(other.is_null()) << path;
+    EXPECT_GT(other["plan"]["memory"]["host page tables"].get<uint64_t>(), 0u) << path;
+    EXPECT_EQ(other["plan"]["memory"], as_is["plan"]["memory"]) << path;
+    EXPECT_EQ(other["plan"]["host"], as_is["plan"]["host"]) << path;
+    EXPECT_EQ(other["plan"]["resident"], as_is["plan"]["resident"]) << path;
+    EXPECT_EQ(other["prediction"], as_is["prediction"]) << path;
+  }
+}
+
 TEST_F(PlanCli, TheSweepNeverRisesAndIsPlotted) {
   const nlohmann::json s =
       ok_json("plan" + model() + kWorkload + " --sweep --json --plot " + file("sweep.svg"));
