@@ -1,5 +1,6 @@
 #include "plan/planner.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "plan/forms.h"
@@ -56,8 +57,28 @@ Result<Plan> with_lent_cache_if_faster(const ModelWeights& weights, const Schedu
   return with.total_s < without.total_s ? cached : plan;
 }
 
-Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& schedule,
-                                uint64_t weight_budget, const PlannerOptions& options) {
+namespace {
+
+// The device bytes two staging buffers of the largest compressed group take: what a plan must
+// leave free for streamed compressed groups to fit beside it (0: the model has no group that
+// shrinks).
+uint64_t staging_reserve(const ModelWeights& weights, const Schedule& schedule) {
+  if (schedule.compressed_bytes.size() != weights.groups.size()) return 0;
+  uint64_t largest = 0;
+  for (size_t g = 0; g < weights.groups.size(); ++g) {
+    const uint64_t c = schedule.compressed_bytes[g];
+    if (c > 0 && c < weights.groups[g].bytes && !schedule.host_allowed[g]) {
+      largest = std::max(largest, c);
+    }
+  }
+  return 2 * align_group_bytes(largest);
+}
+
+// The planner's search for `search_budget` (its resident groups and slots fit it), finished with
+// the forms that fit `weight_budget` (the lent cache, streamed compressed groups).
+Result<PlannerResult> search_plan(const ModelWeights& weights, const Schedule& schedule,
+                                  uint64_t weight_budget, uint64_t final_budget,
+                                  const PlannerOptions& options) {
   if (schedule.group_count() != weights.groups.size()) {
     return make_error(ErrorCode::invalid_argument,
                       "plan: the schedule was built for another model (" +
@@ -72,7 +93,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
                       "plan: neither sequential nor pipelined streaming is allowed");
   }
   if (weight_budget >= weights.total_bytes()) {
-    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0, 0, weight_budget);
+    return finish(weights, schedule, all_resident_plan(weights), -1, 0, 0, 0, final_budget);
   }
   const uint64_t need = smallest_working_budget(schedule, options.allow_sequential);
   if (weight_budget < need) {
@@ -89,7 +110,7 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
     if (schedule.host_allowed[g]) all.resident[g] = 0;
   }
   if (search.fits(all)) {  // nothing crosses the link: no plan computes less
-    return finish(weights, schedule, search.to_plan(all), -1, 0, 0, 0, weight_budget);
+    return finish(weights, schedule, search.to_plan(all), -1, 0, 0, 0, final_budget);
   }
   std::optional<SearchState> best;
   double best_s = 0;
@@ -108,7 +129,28 @@ Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& sch
   const double start_s = best_s;
   const int64_t improvements = search.run(*best, best_s);
   return finish(weights, schedule, search.to_plan(*best), start_s, search.evaluations(),
-                improvements, options.lent_bytes, weight_budget);
+                improvements, options.lent_bytes, final_budget);
+}
+
+}  // namespace
+
+Result<PlannerResult> make_plan(const ModelWeights& weights, const Schedule& schedule,
+                                uint64_t weight_budget, const PlannerOptions& options) {
+  FERRY_ASSIGN_OR_RETURN(PlannerResult raw,
+                         search_plan(weights, schedule, weight_budget, weight_budget, options));
+  // A plan that fills the budget leaves no room for staging buffers, so compressed streaming
+  // would never be tried where it pays most (a full link). Search again with two staging buffers
+  // set aside, and keep whichever plan the predictor says is faster.
+  const uint64_t reserve = staging_reserve(weights, schedule);
+  if (reserve == 0 || reserve >= weight_budget || weight_budget >= weights.total_bytes()) {
+    return raw;
+  }
+  Result<PlannerResult> packed =
+      search_plan(weights, schedule, weight_budget - reserve, weight_budget, options);
+  if (!packed.ok()) return raw;  // the smaller budget fits no plan: the raw one stands
+  packed->evaluations += raw.evaluations;
+  raw.evaluations = packed->evaluations;
+  return packed->prediction.total_s < raw.prediction.total_s ? std::move(*packed) : raw;
 }
 
 Result<PlannerResult> make_plan(const ModelWeights& weights, const std::vector<Call>& calls,

@@ -3,11 +3,14 @@
 // plan file's forms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <vector>
 
 #include "plan/forms.h"
 #include "plan/lent_cache.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
 #include "plan/predictor.h"
 #include "plan_toy_model.h"
 
@@ -283,6 +286,51 @@ TEST(PlanCompressed, ThePlannerStreamsCompressedWhereItIsFasterAndFits) {
   EXPECT_EQ(with_streamed_compressed_if_faster(t.weights, s, raw, 1 << 20).value(), raw);
   // No compressed sizes in the schedule: nothing to choose.
   EXPECT_EQ(with_streamed_compressed_if_faster(t.weights, t.schedule(), raw, 1 << 20).value(), raw);
+}
+
+// A plan that fills its budget leaves no room for staging buffers: the planner searches again
+// with two of them set aside and keeps the faster plan. Eight 1 KiB layers over a slow link
+// (1 ms a copy, 0.01 ms of compute each), 4 KiB for weights: raw, three layers resident and one
+// slot fill it (sequential, five 1 ms copies); with 512 bytes set aside for two staging buffers
+// of the 256-byte compressed layers, the rest stream compressed (0.25 ms copies, 0.05 ms
+// decodes) in under 2 ms.
+TEST(PlanCompressed, ThePlannerLeavesRoomForStagingWhereCompressionPays) {
+  ToyBuilder b(1e6);
+  std::vector<int> layers;
+  for (int i = 0; i < 8; ++i) {
+    layers.push_back(
+        b.group("text.layers." + std::to_string(i), GroupKind::decoder_layer, 1024, 1e-3));
+    b.exe(layers.back(), Phase::prefill, 0.01e-3);
+  }
+  b.step(layers, Phase::prefill, 0);
+  Toy t = b.build();
+  for (auto& g : t.profile.groups) g.decode_s = 0.05e-3;
+  Schedule raw_schedule = t.schedule();
+  auto raw = make_plan(t.weights, raw_schedule, 4096);
+  ASSERT_TRUE(raw.ok()) << raw.error().message;
+  EXPECT_TRUE(raw->plan.form.empty() || std::all_of(raw->plan.form.begin(), raw->plan.form.end(),
+                                                    [](Form f) { return f == Form::raw; }));
+  Schedule s = t.schedule();
+  const std::vector<uint64_t> sizes(8, 256);
+  ASSERT_TRUE(set_compressed(s, sizes, t.profile).ok());
+  auto got = make_plan(t.weights, s, 4096);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  int compressed = 0;
+  for (size_t g = 0; g < 8; ++g) compressed += form_of(got->plan, g) == Form::compressed;
+  EXPECT_GT(compressed, 0);
+  EXPECT_GT(got->plan.staging, 0);
+  EXPECT_LE(plan_weight_device_bytes(got->plan, t.weights, sizes), 4096u);
+  EXPECT_LT(got->prediction.total_s, 2e-3);
+  EXPECT_GT(raw->prediction.total_s, 4e-3);
+  EXPECT_LT(got->prediction.total_s, raw->prediction.total_s)
+      << got->prediction.total_s << " against raw " << raw->prediction.total_s;
+  // Where decoding costs more than the link time it saves, the raw plan stands.
+  for (auto& g : t.profile.groups) g.decode_s = 5e-3;
+  ASSERT_TRUE(set_compressed(s, sizes, t.profile).ok());
+  got = make_plan(t.weights, s, 4096);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  for (size_t g = 0; g < 8; ++g) EXPECT_EQ(form_of(got->plan, g), Form::raw);
+  EXPECT_NEAR(got->prediction.total_s, raw->prediction.total_s, 1e-12);
 }
 
 }  // namespace
