@@ -3,7 +3,8 @@ that the `safetensors` package reads: its metadata names the container and codec
 is a U8 group (`ferry.z.<group>`, starting with the group format's magic) as the table lists, and
 `--decompress` gives back a checkpoint with the source's tensor names and metadata.
 
-The ferry binary is $FERRY_BINARY or build/ferry.
+The ferry binary is $FERRY_BINARY, else ferry in $FERRY_BUILD_DIR (default build/), as the other
+Python tests find their tools.
 """
 import json
 import os
@@ -14,7 +15,8 @@ import numpy as np
 from safetensors import safe_open
 
 ROOT = Path(__file__).resolve().parents[2]
-FERRY = os.environ.get("FERRY_BINARY", str(ROOT / "build" / "ferry"))
+FERRY = os.environ.get(
+    "FERRY_BINARY", str(ROOT / os.environ.get("FERRY_BUILD_DIR", "build") / "ferry"))
 
 
 def ferry(*args):
