@@ -133,6 +133,14 @@ __global__ void rope_vec_kernel(bf16_t* x, int64_t xs, const float* cos_t, int64
   }
 }
 
+// The position column (0 time, 1 height, 2 width) that frequency j reads under interleaved
+// multimodal RoPE with sec_h height and sec_w width sections (0, 0: plain RoPE, column 0).
+__device__ __forceinline__ int mrope_column(int j, int sec_h, int sec_w) {
+  if (j < 3 * sec_h && j % 3 == 1) return 1;
+  if (j < 3 * sec_w && j % 3 == 2) return 2;
+  return 0;
+}
+
 // powf, cosf and sinf are evaluated in double and rounded once to float: the correctly rounded
 // float result in all but vanishingly rare cases, which is what a good libm returns on the CPU.
 __global__ void rope_table_kernel(const int32_t* pos, int64_t ps, float* cos_t, int64_t cs,
@@ -143,12 +151,7 @@ __global__ void rope_table_kernel(const int32_t* pos, int64_t ps, float* cos_t, 
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / half;
     const int j = static_cast<int>(i - r * half);
-    int col = 0;
-    if (j < 3 * sec_h && j % 3 == 1) {
-      col = 1;
-    } else if (j < 3 * sec_w && j % 3 == 2) {
-      col = 2;
-    }
+    const int col = mrope_column(j, sec_h, sec_w);
     const float expo = __fdiv_rn(static_cast<float>(2 * j), static_cast<float>(head_dim));
     const float p = static_cast<float>(pow(static_cast<double>(theta), static_cast<double>(expo)));
     const float inv_freq = __fdiv_rn(1.0f, p);
@@ -172,12 +175,7 @@ __global__ void rope_table_freq_kernel(const int32_t* pos, int64_t ps, float* co
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / half;
     const int j = static_cast<int>(i - r * half);
-    int col = 0;
-    if (j < 3 * sec_h && j % 3 == 1) {
-      col = 1;
-    } else if (j < 3 * sec_w && j % 3 == 2) {
-      col = 2;
-    }
+    const int col = mrope_column(j, sec_h, sec_w);
     const float angle = __fmul_rn(static_cast<float>(pos[r * ps + col]), inv.v[j]);
     cos_t[r * cs + j] = static_cast<float>(cos(static_cast<double>(angle)));
     sin_t[r * ss + j] = static_cast<float>(sin(static_cast<double>(angle)));
