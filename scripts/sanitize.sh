@@ -44,7 +44,8 @@ TSAN_TESTS=(
 )
 
 # Tests of those suites ThreadSanitizer does not run, each with its reason:
-# - StreamingChecks.AMissingWaitChangesTheOutput, ...AMissingBounceWaitChangesTheOutput: they
+# - StreamingChecks.AMissingWaitChangesTheOutput, ...AMissingBounceWaitChangesTheOutput, and
+#   StreamingCompressedChecks.AMissingDecodeWaitChangesTheOutput, ...AMissingStagingWait...: they
 #   leave a stream wait out on purpose and require the output to change, i.e. they are a data
 #   race by design (the checks that a missing wait is caught); TSan rightly reports it.
 # - StreamingBudget.ThePlannedPlanFitsEveryBudgetOfTheRealModel: plans the full-size models at
@@ -52,6 +53,8 @@ TSAN_TESTS=(
 #   It runs in the normal and the ASan builds.
 TSAN_EXCLUDE=(
   'StreamingChecks\.AMissingWaitChangesTheOutput' 'StreamingChecks\.AMissingBounceWaitChangesTheOutput'
+  'StreamingCompressedChecks\.AMissingDecodeWaitChangesTheOutput'
+  'StreamingCompressedChecks\.AMissingStagingWaitChangesTheOutput'
   'StreamingBudget\.ThePlannedPlanFitsEveryBudgetOfTheRealModel'
 )
 
