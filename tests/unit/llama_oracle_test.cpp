@@ -19,20 +19,18 @@
 #include "cli_runner.h"
 #include "model/config_json.h"
 
+#include "llama_data.h"
+
 namespace ferry {
 namespace {
 
 using json = nlohmann::json;
 
 std::string data_dir() {
-  return std::string(FERRY_SOURCE_DIR) + "/tests/data/llama";
+  return testing::llama_data_dir();
 }
-
 json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return json::parse(s.str());
+  return testing::read_json_file(path);
 }
 
 std::string join(const std::vector<int32_t>& ids) {
