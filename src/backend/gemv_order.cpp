@@ -11,7 +11,8 @@ float dot_fixed_order_ref(const uint16_t* x, const uint16_t* w_row, int64_t k) {
   }
   float s[kGemvLanes];
   for (int l = 0; l < kGemvLanes; ++l) {
-    const float* p = a + 8 * l;
+    static_assert(kGemvPositionsPerLane == 8, "the lane sum below pairs 8 positions");
+    const float* p = a + kGemvPositionsPerLane * l;
     s[l] = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
   }
   for (int off = kGemvLanes / 2; off >= 1; off /= 2) {

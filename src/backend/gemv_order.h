@@ -31,6 +31,7 @@ namespace ferry {
 
 inline constexpr int kGemvPositions = 256;  // step 1: k mod 256
 inline constexpr int kGemvLanes = 32;       // step 2: 8 positions per lane
+inline constexpr int kGemvPositionsPerLane = kGemvPositions / kGemvLanes;  // 8: one 16-byte load
 
 // The plain reference of the order above, one scalar at a time: dot products of the bf16 values
 // x[0 .. k) with rows [0, n) of w (row stride ldw elements), written to out[0 .. n). Used by tests
