@@ -5,9 +5,11 @@
 // For one row n of w ([N, K] bf16) and the bf16 activation x ([K]; an f32 x is rounded to bf16
 // first, as ops.h Linear says):
 //   1. 256 position sums, a[j] for j in [0, 256): a[j] = Σ x[k]·w[n, k] over k ≡ j (mod 256),
-//      added in increasing k, each starting at +0.0f. Every product of two bf16 values is exact
-//      in fp32, so a fused multiply-add and a multiply then an add give the same bits: engines
-//      may use either.
+//      added in increasing k, each starting at +0.0f. Each product is rounded to fp32 and then
+//      added (a multiply, then an add: never a fused multiply-add). The product of two bf16
+//      values is exact in fp32 unless it underflows below 2^-126 or overflows, and there a fused
+//      multiply-add would round differently; so the C++ build turns contraction off
+//      (-ffp-contract=off) and CUDA code uses __fmul_rn and __fadd_rn.
 //   2. 32 lane sums, s[l] for l in [0, 32), from the 8 position sums a[8l .. 8l+7]:
 //      s[l] = ((a[8l] + a[8l+1]) + (a[8l+2] + a[8l+3])) + ((a[8l+4] + a[8l+5]) + (a[8l+6] +
 //      a[8l+7])).
@@ -41,5 +43,26 @@ void gemv_fixed_order_ref(const uint16_t* x, const uint16_t* w, int64_t ldw, int
 
 // One row's dot product by the reference order.
 float dot_fixed_order_ref(const uint16_t* x, const uint16_t* w_row, int64_t k);
+
+// Steps 2 and 3 of the order: the dot product from the 256 position sums.
+float finish_fixed_order(const float* a);
+
+// The CPU's fast engines for the same order, the same bits as the reference: one row at a time,
+// x converted on the fly, the position sums in vector registers (AVX-512: all 256 in 16 registers
+// of 16 floats; AVX2: 64 at a time in 8 registers of 8 floats, four passes over the row, each
+// reading its quarter of every 512-byte run, the row staying in L1/L2 between passes). Tails
+// (K mod 256) are added one element at a time after the vector loop, which keeps each position's
+// order. Compiled with
+// target attributes and chosen at run time (no ifunc: its resolver runs before sanitizer
+// runtimes start).
+enum class GemvIsa { scalar, avx2, avx512 };
+const char* gemv_isa_name(GemvIsa isa);
+bool gemv_isa_supported(GemvIsa isa);
+GemvIsa gemv_best_isa();  // the widest engine this CPU runs
+
+// gemv_fixed_order_ref's result with the given engine (the scalar reference where `isa` is not
+// supported here).
+void gemv_fixed_order(GemvIsa isa, const uint16_t* x, const uint16_t* w, int64_t ldw, int64_t n,
+                      int64_t k, float* out);
 
 }  // namespace ferry
