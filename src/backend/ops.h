@@ -31,6 +31,10 @@ enum class Activation : uint8_t { none, silu, gelu_tanh, gelu_erf };
 // in fp32 on the rounded value, as PyTorch runs a bf16 Linear then a bf16 activation).
 // y f32: y = act(acc). silu(u) = u / (1 + e^-u); gelu_tanh(u) = ½u(1 + tanh(√(2/π)(u +
 // 0.044715u³))); gelu_erf(u) = ½u(1 + erf(u/√2)).
+// Order of the sum: at M = 1 (every decode step) every backend sums acc in the fixed order of
+// backend/gemv_order.h (256 position sums, 32 lane sums, a butterfly), so the CPU, the GPU and the
+// host engine give the same bits; at M > 1 each backend has its own order (the results agree to
+// rounding, and each backend is deterministic).
 struct Linear {
   TensorView x, w, bias, y;
   Activation act = Activation::none;

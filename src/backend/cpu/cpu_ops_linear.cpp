@@ -4,6 +4,8 @@
 
 #include "backend/cpu/cpu_common.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/gemv_order.h"
+#include "core/bf16.h"
 #include "core/thread_pool.h"
 
 namespace ferry::cpu {
@@ -71,6 +73,53 @@ TileDots pick_tile_dots() {
   return tile_dots_default;
 }
 
+// y = epilogue(dot) for one output element (ops.h Linear): bias in fp32, then for a bf16 y the
+// rounding before the activation.
+struct Epilogue {
+  const Linear& op;
+  bool has_bias = !op.bias.empty();
+  bool y_bf16 = op.y.dtype == DType::bf16;
+  void operator()(int64_t m, int64_t n, float acc) const {
+    if (has_bias) acc += bf16_to_f32(row_ptr<const uint16_t>(op.bias, 0)[n]);
+    if (y_bf16) {
+      const float t = round_bf16(acc);
+      row_ptr<uint16_t>(op.y, m)[n] = f32_to_bf16(activate(op.act, t));
+    } else {
+      row_ptr<float>(op.y, m)[n] = activate(op.act, acc);
+    }
+  }
+};
+
+// M = 1: the dot products in the batch-1 GEMV's order (backend/gemv_order.h), the order the CUDA
+// backend and the host engine keep, so that a decode step gives the same bits on all of them.
+Status linear_gemv(const Linear& op, ThreadPool* pool) {
+  const int64_t k_dim = op.x.cols;
+  const int64_t n_cols = op.w.rows;
+  std::vector<uint16_t> xb(static_cast<size_t>(k_dim));
+  if (op.x.dtype == DType::bf16) {
+    const uint16_t* p = row_ptr<const uint16_t>(op.x, 0);
+    std::copy(p, p + k_dim, xb.begin());
+  } else {
+    const float* p = row_ptr<const float>(op.x, 0);
+    for (int64_t k = 0; k < k_dim; ++k) xb[static_cast<size_t>(k)] = f32_to_bf16(p[k]);
+  }
+  const Epilogue finish{op};
+  const GemvIsa isa = gemv_best_isa();
+  constexpr int64_t kRows = 64;  // rows per task, and per call of the engine
+  const int64_t tasks = (n_cols + kRows - 1) / kRows;
+  parallel_for(pool, tasks, 1, [&](int64_t begin, int64_t end) {
+    float dots[kRows];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n0 = t * kRows;
+      const int64_t rows = std::min(kRows, n_cols - n0);
+      gemv_fixed_order(isa, xb.data(), row_ptr<const uint16_t>(op.w, n0), op.w.stride(), rows,
+                       k_dim, dots);
+      for (int64_t r = 0; r < rows; ++r) finish(0, n0 + r, dots[r]);
+    }
+  });
+  return Status();
+}
+
 }  // namespace
 
 Status linear(const Linear& op, ThreadPool* pool) {
@@ -78,6 +127,7 @@ Status linear(const Linear& op, ThreadPool* pool) {
   const int64_t k_dim = op.x.cols;
   const int64_t n_cols = op.w.rows;
   if (m_rows == 0 || n_cols == 0) return Status();
+  if (m_rows == 1) return linear_gemv(op, pool);
 
   // x once as f32 with bf16 values (an f32 input is rounded to bf16, as autocast does).
   std::vector<float> xf(static_cast<size_t>(m_rows * k_dim));
@@ -92,17 +142,7 @@ Status linear(const Linear& op, ThreadPool* pool) {
                  }
                });
 
-  const bool has_bias = !op.bias.empty();
-  const bool y_bf16 = op.y.dtype == DType::bf16;
-  auto finish = [&](int64_t m, int64_t n, float acc) {
-    if (has_bias) acc += bf16_to_f32(row_ptr<const uint16_t>(op.bias, 0)[n]);
-    if (y_bf16) {
-      const float t = round_bf16(acc);
-      row_ptr<uint16_t>(op.y, m)[n] = f32_to_bf16(activate(op.act, t));
-    } else {
-      row_ptr<float>(op.y, m)[n] = activate(op.act, acc);
-    }
-  };
+  const Epilogue finish{op};
 
   static const TileDots tile_dots = pick_tile_dots();
   const int64_t num_tiles = (n_cols + kTileN - 1) / kTileN;
