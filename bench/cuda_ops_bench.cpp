@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_gemv.cuh"
 #include "backend/cuda/linear_skinny.cuh"
 #include "backend/cuda/norm.cuh"
 #include "backend/cuda/rope.cuh"
@@ -354,8 +355,9 @@ std::string variant_tag(ferry::cuda::MmaVariant v) {
 //
 // Each shape cycles through enough weight copies that the copies together are >= 150 MB (3× the
 // H200's 50 MB L2), so every call reads w from HBM as a real step does. Rows: run_linear's own
-// choice (enqueued and graph), then cuBLASLt forced, then every launch shape of the skinny kernel
-// that fits (M <= 8: warps × unroll; M <= 64: unroll × K splits), graph only. Rate: bytes of
+// choice (enqueued and graph), then cuBLASLt forced, at M = 1 the route before the fixed-order
+// GEMV and every launch shape of that GEMV (* marks run_linear's), then every shape of the skinny
+// kernel that fits (M <= 8: warps × unroll; M <= 64: unroll × K splits), graph only. Rate: bytes of
 // w + x + y per call over the graph time.
 
 // A device buffer of `bytes`, filled with a repeated 16 MB block of random bf16 (fast to upload
@@ -423,6 +425,21 @@ void linear_rows(Backend& be, ferry::Stream& stream, const LinearShape& s) {
          b.time_graph_body([&] { return ferry::cuda::run_linear_cublaslt(ctx, op()); }));
   }
   const ferry::cuda::OpContext ctx{ferry::cuda::stream_handle(stream)};
+  if (ferry::cuda::linear_gemv_fits(ops[0])) {
+    {
+      const ferry::cuda::LinearRouteScope before(ferry::cuda::LinearRoute::mma_decode);
+      line("  mma route (before the fixed-order GEMV)", 0,
+           b.time_graph_body([&] { return be.run(stream, op()); }));
+    }
+    const ferry::cuda::GemvConfig chosen = ferry::cuda::linear_gemv_config(s.n);
+    for (const ferry::cuda::GemvConfig cfg :
+         {ferry::cuda::GemvConfig{1, 4}, {1, 8}, {2, 2}, {2, 4}, {4, 2}}) {
+      const bool is_chosen = cfg.rows == chosen.rows && cfg.unroll == chosen.unroll;
+      line("  gemv " + std::to_string(cfg.rows) + " rows unroll " + std::to_string(cfg.unroll) +
+               (is_chosen ? " *" : ""),
+           0, b.time_graph_body([&] { return ferry::cuda::run_linear_gemv(ctx, op(), cfg); }));
+    }
+  }
   if (ferry::cuda::linear_skinny_fits(ops[0])) {
     for (const ferry::cuda::SkinnyConfig cfg :
          {ferry::cuda::SkinnyConfig{8, 2}, {8, 1}, {8, 4}, {4, 2}, {4, 4}}) {

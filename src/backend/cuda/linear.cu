@@ -1,6 +1,7 @@
-// Linear: run_linear sends M <= 64 with 16-byte aligned w rows (and K % 8 == 0) to the skinny
-// kernels (linear_skinny.cu for M <= 8, linear_skinny64.cu above), everything else through
-// cuBLASLt, described here.
+// Linear: run_linear sends M = 1 to the fixed-order GEMV (linear_gemv.cu), other small M with
+// 16-byte aligned w rows (and K % 8 == 0) to the skinny kernels where measured faster
+// (linear_skinny.cu for M <= 8, linear_skinny64.cu above), everything else through cuBLASLt,
+// described here.
 //
 // Row-major y[M,N] = x[M,K] · w[N,K]ᵀ is computed as the column-major product
 // yᵀ[N,M] = op(A)·B with A = w seen as a K×N column-major matrix (op = transpose) and B = x seen
@@ -14,8 +15,10 @@
 // Determinism: the heuristic's first answer per configuration is cached (LinearAlgoCache) and
 // only reduction schemes that are deterministic and keep partial sums in fp32 are allowed (NONE,
 // COMPUTE_TYPE); INPLACE and OUTPUT_TYPE would sum split-K partials in the bf16 output type.
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "backend/cuda/activation.cuh"
 #include "backend/cuda/activation_math.cuh"
@@ -23,6 +26,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_resources.h"
 #include "backend/cuda/linear.cuh"
+#include "backend/cuda/linear_gemv.cuh"
 #include "backend/cuda/linear_skinny.cuh"
 
 namespace ferry::cuda {
@@ -58,7 +62,12 @@ constexpr int kThreads = 256;
 // only, and the M <= 64 kernel is kept for the benchmark and the tests.
 constexpr int64_t kSkinnyMinN = 32768;
 constexpr SkinnyConfig kSkinnyMeasuredConfig{4, 4};
-LinearRoute g_route = LinearRoute::measured;
+LinearRoute initial_route() {
+  const char* v = std::getenv("FERRY_DECODE_GEMV");
+  return v != nullptr && std::string_view(v) == "mma" ? LinearRoute::mma_decode
+                                                      : LinearRoute::measured;
+}
+LinearRoute g_route = initial_route();
 
 __global__ void post_f32_kernel(float* y, int64_t ys, const bf16_t* bias, int64_t rows,
                                 int64_t cols, Activation act) {
@@ -222,6 +231,8 @@ Status run_linear(const OpContext& ctx, const Linear& op) {
     if (linear_skinny64_fits(op)) return run_linear_skinny64(ctx, op);
     return run_linear_cublaslt(ctx, op);
   }
+  // Batch 1: the fixed-order GEMV, whose bits the CPU backend and the host engine reproduce.
+  if (g_route == LinearRoute::measured && linear_gemv_fits(op)) return run_linear_gemv(ctx, op);
   if (linear_skinny_fits(op) && op.w.rows >= kSkinnyMinN) {
     return run_linear_skinny(ctx, op, kSkinnyMeasuredConfig);
   }

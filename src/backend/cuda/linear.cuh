@@ -43,11 +43,15 @@ class LinearAlgoCache {
 // cuBLASLt otherwise.
 Status run_linear(const OpContext& ctx, const Linear& op);
 
-// Which kernel run_linear takes for a small-M op the skinny kernels can run: `measured` is the
-// choice the H200 measurements support (linear.cu); `skinny_when_fits` sends every fitting op to
-// them, for the tests that check those kernels on every shape. Process-wide; set it only while no
+// Which kernel run_linear takes for a small-M op: `measured` is the default: M = 1 through the
+// fixed-order GEMV (linear_gemv.cuh), M > 1 as the H200 measurements support (linear.cu);
+// `skinny_when_fits` sends every op the skinny kernels fit to them, M = 1 included, for the tests
+// that check those kernels on every shape; `mma_decode` takes M = 1 as before the fixed-order
+// GEMV (skinny for N >= 32768, else cuBLASLt: other bits), for benchmarks that compare the two.
+// The environment variable FERRY_DECODE_GEMV=mma starts a process in `mma_decode` (developer
+// switch: the decode stage timed with the old kernels). Process-wide; set it only while no
 // linear op is being enqueued.
-enum class LinearRoute { measured, skinny_when_fits };
+enum class LinearRoute { measured, skinny_when_fits, mma_decode };
 void set_linear_route(LinearRoute route);
 
 // Sets a route for a scope and restores the previous one (tests).
