@@ -35,12 +35,14 @@ ASAN_EXCLUDE=()  # ctest -E regexes over "Suite.Test" names, each with its reaso
 
 # The threaded parts: streams and events of the CPU backend and its pool, the streaming
 # provider (slot ring, copy stream), the bounce ring and storage reads, the host registrar,
-# sessions (open beside registration, runs, early stops) and the timelines of their events.
+# sessions (open beside registration, runs, early stops), the timelines of their events, and the
+# host engine's workers.
 TSAN_TESTS=(
   'CpuBackend\.' 'ThreadPool\.' 'TimingEvents\.' 'Graph\.' 'BackgroundCopies\.'
   'Streaming[A-Za-z]*\.' 'StorageTest\.' 'StorageRing\.'
   'HostRegistrar\.' 'RegistrationInPieces\.' 'StartTimes\.'
   'PlannerSessions\.' 'PlannerSessionOptions\.' 'EarlyStop[A-Za-z]*\.' 'Timelines\.'
+  'HostGemv\.'
 )
 
 # Tests of those suites ThreadSanitizer does not run, each with its reason:
