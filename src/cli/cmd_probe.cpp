@@ -21,6 +21,7 @@
 #include "format/atomic_write.h"
 #include "format/mapped_file.h"
 #include "measure/byte_probe.h"
+#include "measure/host_rates.h"
 #include "model/call_sequence.h"
 #include "model/compressed_checkpoint.h"
 #include "model/workload.h"
@@ -36,6 +37,8 @@ struct ProbeArgs {
   std::string save;
   std::string storage_bytes = "2GiB";
   int passes = 3;
+  int host_threads = 0;  // the host engine's workers; 0: its default
+  bool no_host_engine = false;
   bool json = false;
 };
 
@@ -349,6 +352,7 @@ struct ProbeReport {
   LinkRate link;
   std::optional<PageCacheNeed> cache;
   std::optional<ModelProbe> model;
+  std::optional<HostRates> host;  // the host engine's rates (measure/host_rates.h)
 };
 
 double cache_ratio(const PageCacheNeed& n) {
@@ -364,8 +368,10 @@ ProbeReport gather_probe(const ProbeArgs& a) {
                 .trials = {},
                 .link = {},
                 .cache = {},
-                .model = {}};
+                .model = {},
+                .host = {}};
   r.link = measure_link(*backend);
+  if (!a.no_host_engine) r.host = report.check(measure_host_rates(backend.get(), a.host_threads));
   if (!a.model.empty()) r.cache = page_cache_need(a.model);
   if (!a.model.empty() && !r.cache->compressed) {
     r.model = probe_model(*backend, a);
@@ -402,7 +408,34 @@ nlohmann::ordered_json probe_report_json(const ProbeReport& r) {
                        {"ratio", cache_ratio(*r.cache)}};
   }
   if (r.model) j["model"] = model_json(*r.model);
+  if (r.host) {
+    auto opt = [](const std::optional<double>& v) {
+      return v ? nlohmann::ordered_json(*v / 1e9) : nlohmann::ordered_json();
+    };
+    j["host_engine"] = {{"threads", r.host->threads},
+                        {"isa", gemv_isa_name(r.host->isa)},
+                        {"pinned", r.host->pinned},
+                        {"bytes", r.host->bytes},
+                        {"gemv_k", r.host->gemv_k},
+                        {"read_gb_per_s", r.host->read_bandwidth / 1e9},
+                        {"gemv_gb_per_s", r.host->gemv_bandwidth / 1e9},
+                        {"gemv_beside_copies_gb_per_s", opt(r.host->gemv_beside_copies)},
+                        {"link_beside_gemv_gb_per_s", opt(r.host->link_beside_gemv)}};
+  }
   return j;
+}
+
+// The host engine's line: DRAM read, its GEMV alone and beside the link's copies.
+void print_host_engine(const HostRates& h) {
+  std::printf("host engine %d threads (%s%s): DRAM read %.1f GB/s, batch-1 GEMV %.1f GB/s over %s",
+              h.threads, gemv_isa_name(h.isa), h.pinned ? ", pinned" : ", not pinned",
+              h.read_bandwidth / 1e9, h.gemv_bandwidth / 1e9, human_bytes(h.bytes).c_str());
+  if (h.gemv_beside_copies && h.link_beside_gemv) {
+    std::printf("; beside the link's copies %.1f GB/s, the link meanwhile %.1f GB/s (sum %.1f)",
+                *h.gemv_beside_copies / 1e9, *h.link_beside_gemv / 1e9,
+                (*h.gemv_beside_copies + *h.link_beside_gemv) / 1e9);
+  }
+  std::printf("\n");
 }
 
 void print_probe_report(const ProbeReport& r) {
@@ -419,6 +452,7 @@ void print_probe_report(const ProbeReport& r) {
                     : "");
   }
   if (r.model) print_model(r.a, *r.model);
+  if (r.host) print_host_engine(*r.host);
 }
 
 void probe(const ProbeArgs& a) {
@@ -459,6 +493,11 @@ void add_probe_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--save", args->save, "Write the measured rates (JSON) for the planner")
       ->check(not_empty());
+  add_int_option(cmd, "--host-threads", &args->host_threads, 0, 1024,
+                 "Workers of the host engine's probe (0: the physical cores less two)")
+      ->default_str("0");
+  cmd->add_flag("--no-host-engine", args->no_host_engine,
+                "Skip the host engine's probe (DRAM read and batch-1 GEMV rates)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->callback([args] {
     if (args->model.empty() && !args->save.empty()) {
