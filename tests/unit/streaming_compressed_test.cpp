@@ -179,6 +179,9 @@ void expect_broken_run_differs(const SessionOptions& broken) {
   ASSERT_TRUE(want.ok());
   CpuBackendOptions slow = testing::hostile_streams();
   slow.max_delay_us = 2000;
+  // Every staging copy lands late, so a decode that skips its wait reads the staging buffer
+  // before its bytes (with random delays alone the copy won the race in about 1 run of 12).
+  slow.host_copy_delay_us = 5000;
   auto got = m.run(broken, slow);
   // Poisoned slots give NaN logits (refused by sampling); poisoned staging buffers do not decode
   // (an error naming the group); a decode that won the race gives other numbers.

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -159,13 +160,15 @@ class CpuBackend final : public Backend {
 
   void copy_to_device(Stream& stream, void* dst, const void* host_src, size_t bytes) override {
     if (refuse_while_capturing(as_cpu(stream), "a copy from the host")) return;
-    enqueue_copy(stream, dst, host_src, bytes);
+    enqueue_copy(stream, dst, host_src, bytes, options_.host_copy_delay_us);
   }
   void copy_from_mapping(Stream& stream, void* dst, const void* src, size_t bytes,
                          const MappedFile& file) override {
     if (refuse_while_capturing(as_cpu(stream), "a copy from the host")) return;
-    as_cpu(stream).enqueue(
-        [dst, src, bytes, &file] { return guarded_copy(dst, src, bytes, file); });
+    as_cpu(stream).enqueue([dst, src, bytes, &file, delay = options_.host_copy_delay_us] {
+      sleep_us(delay);
+      return guarded_copy(dst, src, bytes, file);
+    });
   }
   void copy_to_host(Stream& stream, void* host_dst, const void* src, size_t bytes) override {
     if (refuse_while_capturing(as_cpu(stream), "a copy to the host")) return;
@@ -345,8 +348,13 @@ class CpuBackend final : public Backend {
     return state->completed_at;
   }
 
-  void enqueue_copy(Stream& stream, void* dst, const void* src, size_t bytes) {
-    as_cpu(stream).enqueue([dst, src, bytes] {
+  static void sleep_us(int us) {
+    if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+
+  void enqueue_copy(Stream& stream, void* dst, const void* src, size_t bytes, int delay_us = 0) {
+    as_cpu(stream).enqueue([dst, src, bytes, delay_us] {
+      sleep_us(delay_us);
       if (bytes > 0) std::memcpy(dst, src, bytes);
       return Status();
     });

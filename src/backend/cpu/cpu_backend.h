@@ -14,6 +14,10 @@ struct CpuBackendOptions {
   // event ordering is exercised under random timing. 0 = off.
   int max_delay_us = 0;
   uint64_t delay_seed = 1;
+  // Test hook: every copy from the host (copy_to_device, copy_from_mapping) sleeps this long
+  // before its bytes move, on top of the random delay, so work that skips its wait for such a copy
+  // reliably runs before the bytes land (the checks that a missing wait is caught). 0 = off.
+  int host_copy_delay_us = 0;
   // Test hook: register_host refuses, as a platform that cannot register file pages does (the
   // host tier then falls back to its bounce ring).
   bool refuse_host_registration = false;
