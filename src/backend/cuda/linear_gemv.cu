@@ -197,8 +197,11 @@ Status launch_loads(const OpContext& ctx, const Linear& op) {
 }  // namespace
 
 GemvConfig linear_gemv_config(int64_t n) {
-  // Two rows per warp share x's loads once there are enough warps to fill the GPU with them.
-  return n >= 8192 ? GemvConfig{2, 4} : GemvConfig{1, 8};
+  // Measured on an H100 (docs/benchmarks.md, 2026-12-06, bench/cuda_ops_bench): one row per warp
+  // with 8 chunks in flight is the fastest or within 1% below 8192 rows (N = 4096, 6144); past it
+  // two rows sharing x's loads, 2 chunks each (N = 24576: 68.6 us against 70.6 for {2, 4}; the LM
+  // head, N = 155697: 409 against 419). Four rows per warp lose everywhere (too few warps).
+  return n >= 8192 ? GemvConfig{2, 2} : GemvConfig{1, 8};
 }
 
 bool linear_gemv_fits(const Linear& op) {
