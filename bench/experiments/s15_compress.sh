@@ -16,24 +16,9 @@ OUT=/tmp/s15; rm -rf "$OUT"; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.gpu/lib
 F=.gpu/ferry; M=/tmp/m
 W=(--images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)  # the reference workload
-last() { tail -n 1 "$1" | cut -c1-160; }
+. bench/experiments/common.sh  # last, same
 all_groups() { "$F" inspect "$1" --json | python3 -c \
   "import json,sys; print(','.join(g['name'] for g in json.load(sys.stdin)['groups'] if not g['name'].endswith('.embed')))"; }  # the embedding stays on the host when nothing is resident
-same() {  # same REF.json OTHER.json...: tokens and hashes equal?
-  python3 - "$@" <<'PY'
-import json, sys
-def last(p):
-    try: return json.loads(open(p).read().strip().splitlines()[-1])
-    except Exception as e: return {"error": f"{p}: {e}"}
-keys = ["tokens", "logits_hash", "prefill_logits_hash", "actions_hash"]
-ref = last(sys.argv[1])
-for p in sys.argv[2:]:
-    r = last(p)
-    bad = [k for k in keys if k in ref and r.get(k) != ref.get(k)]
-    print(f"{p.split('/')[-1]:44s}", "same" if not bad else "DIFFERENT " + ",".join(bad),
-          r.get("error", ""))
-PY
-}
 synth_ar1() {
   [ -f "$M/ar1n/config.json" ] && return
   /usr/bin/time -f "synth %e s" "$F" synth --preset alpamayo-r1-10b --out "$M/ar1n" --seed 1 \

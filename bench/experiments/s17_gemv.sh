@@ -20,22 +20,7 @@ export LD_LIBRARY_PATH=$PWD/.gpu/lib
 F=.gpu/ferry; M=/tmp/m
 W=(--images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)  # the reference workload
 Q=(--prompt-tokens 1500 --tokens 128)
-last() { tail -n 1 "$1" | cut -c1-160; }
-same() {  # same REF.json OTHER.json...: tokens and hashes equal?
-  python3 - "$@" <<'PY'
-import json, sys
-def last(p):
-    try: return json.loads(open(p).read().strip().splitlines()[-1])
-    except Exception as e: return {"error": f"{p}: {e}"}
-keys = ["tokens", "logits_hash", "prefill_logits_hash", "actions_hash"]
-ref = last(sys.argv[1])
-for p in sys.argv[2:]:
-    r = last(p)
-    bad = [k for k in keys if k in ref and r.get(k) != ref.get(k)]
-    print(f"{p.split('/')[-1]:44s}", "same" if not bad else "DIFFERENT " + ",".join(bad),
-          r.get("error", ""))
-PY
-}
+. bench/experiments/common.sh  # last, same
 synth() {  # synth PRESET DIR
   [ -f "$M/$2/config.json" ] && return
   /usr/bin/time -f "synth $1 %e s" "$F" synth --preset "$1" --out "$M/$2" --seed 1 \
@@ -96,6 +81,9 @@ for s in "$@"; do
       bench_pair ar1n ar1_all "${W[@]}"
       ;;
     p)
+      timeout 200 .gpu/tests/ferry_cuda_tests --gtest_filter='CudaOps.Linear*' \
+        >"$OUT/linear_tests.log" 2>&1
+      echo "linear tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/linear_tests.log" | head -2 | tr '\n' ' ')"
       "$F" probe >"$OUT/probe.txt" 2>&1; echo "probe rc=$?"; grep -E "^host engine|^h2d" "$OUT/probe.txt"
       "$F" probe --host-threads 8 >"$OUT/probe8.txt" 2>&1; grep -E "^host engine" "$OUT/probe8.txt"
       timeout 240 .gpu/bench/ferry_cuda_bench >"$OUT/cuda_bench.log" 2>&1

@@ -285,6 +285,28 @@ void expect_pass(const Case& c) {
                         << " det=" << r.deterministic;
 }
 
+std::vector<uint8_t> run_linear_direct(Backend& be, Stream& stream, const Case& c,
+                                       const std::function<Status(const Linear&)>& run) {
+  std::vector<DeviceBuffer> bufs;
+  std::vector<TensorView> views;
+  for (const Buffer& b : c.buffers) {
+    auto mem = be.allocate(b.host.size());
+    EXPECT_TRUE(mem.ok());
+    if (!mem.ok()) return {};
+    be.copy_to_device(stream, mem->data(), b.host.data(), b.host.size());
+    views.push_back(make_view(mem->data(), b.dtype, b.rows, b.cols, b.stride));
+    bufs.push_back(std::move(mem).value());
+  }
+  const Op op = c.make(views);
+  const Status st = run(std::get<Linear>(op));
+  EXPECT_TRUE(st.ok()) << st.error().to_string();
+  std::vector<uint8_t> y(c.buffers.back().host.size());
+  be.copy_to_host(stream, y.data(), views.back().data, y.size());
+  const Status sy = be.synchronize(stream);
+  EXPECT_TRUE(sy.ok()) << sy.error().to_string();
+  return y;
+}
+
 void print_table() {
   if (table().empty()) return;
   std::printf("\n%-16s %-46s %10s %10s %-18s %-6s %-5s %-5s\n", "op", "shape", "max_abs", "max_rel",

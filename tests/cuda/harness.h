@@ -106,6 +106,12 @@ CudaRun run_cuda(const Case& c);
 // run_case plus a gtest expectation that the case passed.
 void expect_pass(const Case& c);
 
+// Uploads a linear case's buffers to `be`, calls `run` on the op built over them (a launcher
+// called directly, e.g. one launch config), and returns the last buffer's bytes (y). Failures
+// are gtest expectations.
+std::vector<uint8_t> run_linear_direct(Backend& be, Stream& stream, const Case& c,
+                                       const std::function<Status(const Linear&)>& run);
+
 // Records what `body` enqueues on `stream` into a graph through Backend::begin_capture /
 // end_capture, as the executor records a call (exec/executor.cpp): the capture is ended whatever
 // `body` returns, so the stream stays usable, and the body's error comes before the capture's.

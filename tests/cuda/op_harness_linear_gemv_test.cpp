@@ -152,29 +152,6 @@ TEST(CudaOps, LinearGemvPlacementInvariant) {
   }
 }
 
-// Uploads the case's buffers to `be`, runs `run` on the op, returns the last buffer (y).
-template <class Run>
-std::vector<uint8_t> run_direct(Backend& be, Stream& stream, const Case& c, Run run) {
-  std::vector<DeviceBuffer> bufs;
-  std::vector<TensorView> views;
-  for (const Buffer& b : c.buffers) {
-    auto mem = be.allocate(b.host.size());
-    EXPECT_TRUE(mem.ok());
-    if (!mem.ok()) return {};
-    be.copy_to_device(stream, mem->data(), b.host.data(), b.host.size());
-    views.push_back(make_view(mem->data(), b.dtype, b.rows, b.cols, b.stride));
-    bufs.push_back(std::move(mem).value());
-  }
-  const Op op = c.make(views);
-  const Status st = run(std::get<Linear>(op));
-  EXPECT_TRUE(st.ok()) << st.error().to_string();
-  std::vector<uint8_t> y(c.buffers.back().host.size());
-  be.copy_to_host(stream, y.data(), views.back().data, y.size());
-  const Status sy = be.synchronize(stream);
-  EXPECT_TRUE(sy.ok()) << sy.error().to_string();
-  return y;
-}
-
 // Every launch config the benchmark sweeps gives the CPU's bytes.
 TEST(CudaOps, LinearGemvConfigs) {
   SKIP_WITHOUT_CUDA();
@@ -189,12 +166,12 @@ TEST(CudaOps, LinearGemvConfigs) {
   for (const Shape& s : shapes) {
     const Case c = gemv_case(rng, s);
     const std::vector<uint8_t> want =
-        run_direct(*be->cpu, *be->cpu_stream, c,
-                   [&](const Linear& op) { return be->cpu->run(*be->cpu_stream, op); });
+        run_linear_direct(*be->cpu, *be->cpu_stream, c,
+                          [&](const Linear& op) { return be->cpu->run(*be->cpu_stream, op); });
     for (const cuda::GemvConfig& cfg : configs) {
       const cuda::OpContext ctx{cuda::stream_handle(*be->cuda_stream)};
       const std::vector<uint8_t> got =
-          run_direct(*be->cuda, *be->cuda_stream, c, [&](const Linear& op) {
+          run_linear_direct(*be->cuda, *be->cuda_stream, c, [&](const Linear& op) {
             EXPECT_TRUE(cuda::linear_gemv_fits(op));
             return cuda::run_linear_gemv(ctx, op, cfg);
           });
