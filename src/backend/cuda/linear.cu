@@ -59,7 +59,9 @@ constexpr int kThreads = 256;
 // loses on the decoder's projections (1x4096->24576: 50.9 vs 47.7 us; ->6144: 15.3 vs 15.7;
 // 12288->4096: 28.6 vs 28.9); at M = 64 cuBLASLt wins on every expert shape (64x8256->2048: 13.8
 // vs 21.6 us; 64x2048->16512: 22.7 vs 33.4). So the skinny kernel takes M <= 8 with N >= 32768
-// only, and the M <= 64 kernel is kept for the benchmark and the tests.
+// only, and the M <= 64 kernel is kept for the benchmark and the tests. Since 2026-12-06 M = 1 goes
+// to the fixed-order GEMV whatever N (faster than this route on four of the five decode shapes on
+// an H100; docs/benchmarks.md), so the skinny kernel serves 2 <= M <= 8 here.
 constexpr int64_t kSkinnyMinN = 32768;
 constexpr SkinnyConfig kSkinnyMeasuredConfig{4, 4};
 LinearRoute initial_route() {
