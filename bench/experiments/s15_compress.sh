@@ -16,7 +16,7 @@ OUT=/tmp/s15; rm -rf "$OUT"; mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.gpu/lib
 F=.gpu/ferry; M=/tmp/m
 W=(--images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)  # the reference workload
-. bench/experiments/common.sh  # last, same
+. bench/experiments/common.sh  # last, same, summary
 all_groups() { "$F" inspect "$1" --json | python3 -c \
   "import json,sys; print(','.join(g['name'] for g in json.load(sys.stdin)['groups'] if not g['name'].endswith('.embed')))"; }  # the embedding stays on the host when nothing is resident
 synth_ar1() {
@@ -44,20 +44,6 @@ bench_pair() {  # bench_pair BUDGET: raw and compressed runs and benches
     "$F" bench --model "$M/ar1n" --vram "$v" --runs 3 --warmup 1 --json --quiet "${a[@]}" \
       >"$OUT/bench_${v}_$z.json" 2>"$OUT/bench_${v}_$z.err"
   done
-}
-summary() {
-  python3 - "$OUT" <<'PY'
-import json, sys, glob, os
-for p in sorted(glob.glob(f"{sys.argv[1]}/bench_*.json")):
-    try: b = json.loads(open(p).read().strip().splitlines()[-1])
-    except Exception as e:
-        print(os.path.basename(p), "no result:", open(p[:-4] + "err").read()[-300:]); continue
-    st = b.get("stages", {}); pk = b.get("device_peak_bytes", {})
-    print(f"{os.path.basename(p):24s} total {st.get('total', {}).get('median_s')} s, predicted "
-          f"{b.get('prediction', {}).get('total_s')}, stages "
-          f"{[(k, round(s.get('median_s', 0), 4)) for k, s in st.items() if k != 'total']}, "
-          f"outside peak {pk.get('outside')} ({pk.get('outside_method')})")
-PY
 }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,driver_version --format=csv,noheader
 for s in "$@"; do
@@ -98,5 +84,5 @@ for s in "$@"; do
     *) echo "unknown stage $s (a, b, c)"; exit 2 ;;
   esac
 done
-summary
+summary "$OUT"
 tar czf "$DEST/s15_$(IFS=; echo "$*").tgz" -C /tmp s15

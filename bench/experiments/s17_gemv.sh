@@ -20,7 +20,7 @@ export LD_LIBRARY_PATH=$PWD/.gpu/lib
 F=.gpu/ferry; M=/tmp/m
 W=(--images 16 --image-size 320x576 --prompt-tokens 3007 --tokens 21)  # the reference workload
 Q=(--prompt-tokens 1500 --tokens 128)
-. bench/experiments/common.sh  # last, same
+. bench/experiments/common.sh  # last, same, summary
 synth() {  # synth PRESET DIR
   [ -f "$M/$2/config.json" ] && return
   /usr/bin/time -f "synth $1 %e s" "$F" synth --preset "$1" --out "$M/$2" --seed 1 \
@@ -32,19 +32,6 @@ bench_pair() {  # bench_pair DIR TAG WORKLOAD...: bench all resident, new GEMV t
     >"$OUT/bench_${tag}_gemv.json" 2>"$OUT/bench_${tag}_gemv.err"
   FERRY_DECODE_GEMV=mma "$F" bench --model "$M/$d" "$@" --runs 3 --warmup 1 --json --quiet \
     >"$OUT/bench_${tag}_mma.json" 2>"$OUT/bench_${tag}_mma.err"
-}
-summary() {
-  python3 - "$OUT" <<'PY'
-import json, sys, glob, os
-for p in sorted(glob.glob(f"{sys.argv[1]}/bench_*.json")):
-    try: b = json.loads(open(p).read().strip().splitlines()[-1])
-    except Exception as e:
-        print(os.path.basename(p), "no result:", open(p[:-4] + "err").read()[-300:]); continue
-    st = b.get("stages", {}); pk = b.get("device_peak_bytes", {})
-    print(f"{os.path.basename(p):24s} total {st.get('total', {}).get('median_s')} s, stages "
-          f"{[(k, round(s.get('median_s', 0), 4)) for k, s in st.items() if k != 'total']}, "
-          f"outside peak {pk.get('outside')}")
-PY
 }
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,driver_version --format=csv,noheader
 for s in "$@"; do
@@ -100,5 +87,5 @@ for s in "$@"; do
     *) echo "unknown stage $s (a, b, c, p)"; exit 2 ;;
   esac
 done
-summary
+summary "$OUT"
 tar czf "$DEST/s17_$(IFS=; echo "$*").tgz" -C /tmp s17

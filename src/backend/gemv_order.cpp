@@ -93,10 +93,6 @@ inline void add_tail(const uint16_t* x, const uint16_t* w_row, int64_t k_begin, 
 
 }  // namespace
 
-float finish_fixed_order(const float* a) {
-  return finish_sums(a);
-}
-
 float dot_fixed_order_ref(const uint16_t* x, const uint16_t* w_row, int64_t k) {
   float a[kGemvPositions] = {};
   add_tail(x, w_row, 0, k, a);

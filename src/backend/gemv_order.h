@@ -44,9 +44,6 @@ void gemv_fixed_order_ref(const uint16_t* x, const uint16_t* w, int64_t ldw, int
 // One row's dot product by the reference order.
 float dot_fixed_order_ref(const uint16_t* x, const uint16_t* w_row, int64_t k);
 
-// Steps 2 and 3 of the order: the dot product from the 256 position sums.
-float finish_fixed_order(const float* a);
-
 // The CPU's fast engines for the same order, the same bits as the reference: one row at a time,
 // x converted on the fly, the position sums in vector registers (AVX-512: all 256 in 16 registers
 // of 16 floats; AVX2: 64 at a time in 8 registers of 8 floats, four passes over the row, each

@@ -1,5 +1,6 @@
 #include "host/cpu_topology.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -137,6 +138,13 @@ std::vector<CpuCore> worker_cores(const CpuTopology& topology, int threads) {
     }
   }
   return out;
+}
+
+bool pin_thread_to(std::thread& thread, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(thread.native_handle(), sizeof set, &set) == 0;
 }
 
 int default_host_threads(const CpuTopology& topology) {

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -39,6 +40,10 @@ CpuTopology host_cpu_topology();
 // first core, ..., node 0's second core, ...), so the workers' share of DRAM bandwidth is spread
 // over every memory controller. threads > cores gives every core once.
 std::vector<CpuCore> worker_cores(const CpuTopology& topology, int threads);
+
+// Pins a started thread to one logical CPU; false where the system refuses (not an error: the
+// thread runs unpinned).
+bool pin_thread_to(std::thread& thread, int cpu);
 
 // The default worker count: the physical cores less two (the thread that drives the GPU and the
 // copy threads of the byte paths), at least one.

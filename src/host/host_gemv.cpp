@@ -1,8 +1,5 @@
 #include "host/host_gemv.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <future>
 #include <string>
@@ -33,13 +30,6 @@ Status check_job(const HostGemvJob& j) {
   return Status();
 }
 
-bool pin_to(std::thread& t, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(t.native_handle(), sizeof set, &set) == 0;
-}
-
 }  // namespace
 
 HostGemv::HostGemv(const HostGemvOptions& options)
@@ -63,7 +53,8 @@ Result<std::unique_ptr<HostGemv>> HostGemv::create(const HostGemvOptions& option
     engine->workers_.emplace_back([self, i] { self->worker_loop(i); });
     if (options.pin && i < static_cast<int>(engine->cores_.size())) {
       all_pinned =
-          pin_to(engine->workers_.back(), engine->cores_[static_cast<size_t>(i)].cpu) && all_pinned;
+          pin_thread_to(engine->workers_.back(), engine->cores_[static_cast<size_t>(i)].cpu) &&
+          all_pinned;
     }
   }
   engine->pinned_ = all_pinned;

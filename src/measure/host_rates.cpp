@@ -1,8 +1,5 @@
 #include "measure/host_rates.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -50,10 +47,7 @@ double read_pass(const uint64_t* words, size_t count, const std::vector<CpuCore>
       sums[static_cast<size_t>(i)] = a + b + c + d;
     });
     if (static_cast<size_t>(i) < cores.size()) {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cores[static_cast<size_t>(i)].cpu, &set);
-      (void)pthread_setaffinity_np(pool.back().native_handle(), sizeof set, &set);
+      (void)pin_thread_to(pool.back(), cores[static_cast<size_t>(i)].cpu);
     }
   }
   const auto t0 = Clock::now();
@@ -94,7 +88,7 @@ Result<HostRates> measure_host_rates(Backend* backend, int threads, uint64_t byt
   std::vector<uint16_t> x(w.begin(), w.begin() + r.gemv_k);
   std::vector<float> out(static_cast<size_t>(rows));
 
-  const std::vector<CpuCore> cores = worker_cores(host_cpu_topology(), r.threads);
+  const std::vector<CpuCore>& cores = engine->cores();  // the readers sit where the workers do
   std::vector<double> read_s, gemv_s;
   (void)read_pass(reinterpret_cast<const uint64_t*>(w.data()), w.size() / 4, cores, r.threads);
   for (int p = 0; p < passes; ++p) {
